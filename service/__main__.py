@@ -1,0 +1,3 @@
+from service.cli import main
+import sys
+sys.exit(main())

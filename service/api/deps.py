@@ -1,0 +1,99 @@
+"""Dependencies shared by the routers: app state, the unit of work, the caller, the audit
+context. Routers stay thin: validate, call one domain function, return a schema."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from service.config import Settings
+from service.domain import keys as key_service
+from service.domain.audit import AuditContext
+from service.domain.auth import Caller
+from service.embedding import AsyncEmbedder
+from service.errors import AuthenticationError
+
+
+@dataclass
+class AppState:
+    """Everything built once per process, in the lifespan."""
+
+    settings: Settings
+    engine: AsyncEngine
+    sessionmaker: async_sessionmaker[AsyncSession]
+    embedder: AsyncEmbedder
+    database_url: str
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def get_state(request: Request) -> AppState:
+    state: AppState = request.app.state.ctx
+    return state
+
+
+StateDep = Annotated[AppState, Depends(get_state)]
+
+
+async def get_session(state: StateDep) -> AsyncIterator[AsyncSession]:
+    """One unit of work per call: commit on success, roll back on any error."""
+    async with state.sessionmaker() as session:
+        try:
+            yield session
+            await session.commit()
+        except BaseException:
+            await session.rollback()
+            raise
+
+
+SessionDep = Annotated[AsyncSession, Depends(get_session)]
+
+
+def bearer_token(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthenticationError("Missing API key: send Authorization: Bearer <key>")
+    return token.strip()
+
+
+async def get_caller(request: Request, state: StateDep) -> Caller:
+    """The authenticated caller. 401 when the key is missing, unknown or revoked."""
+    token = bearer_token(request)
+    async with state.sessionmaker() as session:
+        caller = await key_service.authenticate(session, token)
+    if caller is None:
+        raise AuthenticationError("Invalid or revoked API key")
+    request.state.caller = caller
+    limiter = state.extras.get("rate_limiter")
+    if limiter is not None:
+        await limiter.check(request, caller)
+    return caller
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+def get_embedder(state: StateDep) -> AsyncEmbedder:
+    return state.embedder
+
+
+EmbedderDep = Annotated[AsyncEmbedder, Depends(get_embedder)]
+
+
+def audited(action: str) -> Callable[..., Coroutine[Any, Any, AuditContext]]:
+    """A dependency that opens the call's audit context. On failure the error handler writes
+    the row (the call's own transaction having rolled back)."""
+
+    async def dependency(request: Request, caller: CallerDep) -> AuditContext:
+        started = getattr(request.state, "started", None)
+        ctx = AuditContext(action=action, caller=caller)
+        if started is not None:
+            ctx.started = started
+        request.state.audit = ctx
+        return ctx
+
+    return dependency

@@ -1,0 +1,112 @@
+"""Render every error as ``{"error": {"code", "message", ...}}``; never a stack trace."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from service.domain import audit as audit_service
+from service.errors import CtxpackError, GateRejected
+
+log = logging.getLogger("ctxpack.api")
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    429: "rate_limited",
+}
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "body"
+
+
+def _safe_input_message(err: dict[str, Any]) -> str:
+    # pydantic messages can quote the input; keep only the message, never the value.
+    return str(err.get("msg", "invalid value"))
+
+
+async def _audit_failure(request: Request, status: int, code: str, details: dict[str, Any]) -> None:
+    ctx = getattr(request.state, "audit", None)
+    if ctx is None or ctx.caller is None:
+        return
+    state = request.app.state.ctx
+    try:
+        async with state.sessionmaker() as session:
+            await audit_service.record(
+                session,
+                ctx,
+                outcome="rejected" if status == 422 else "error" if status >= 500 else "refused",
+                status_code=status,
+                details={"error_code": code, **details},
+                rejection_count=1 if status == 422 else 0,
+                redaction_count=int(ctx.request.get("redaction_count", 0)),
+            )
+            await session.commit()
+    except Exception:  # the failure being reported matters more than its audit row
+        log.exception("audit_write_failed", extra={"action": ctx.action})
+
+
+def error_response(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(CtxpackError)
+    async def ctxpack_error(request: Request, exc: CtxpackError) -> JSONResponse:
+        details: dict[str, Any] = {}
+        if isinstance(exc, GateRejected):
+            details["reasons"] = [r["code"] for r in exc.reasons]
+        if "field" in exc.details:
+            details["field"] = exc.details["field"]
+        await _audit_failure(request, exc.status_code, exc.code, details)
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+        if exc.status_code == 429 and "retry_after" in exc.details:
+            headers = {"Retry-After": str(exc.details["retry_after"])}
+        return error_response(exc.status_code, exc.to_dict(), headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"field": _field(tuple(e.get("loc", ()))), "message": _safe_input_message(e)}
+            for e in exc.errors()
+        ]
+        first = errors[0] if errors else {"field": "body", "message": "invalid request"}
+        await _audit_failure(request, 422, "validation_error", {"field": first["field"]})
+        return error_response(
+            422,
+            {
+                "code": "validation_error",
+                "message": f"{first['field']}: {first['message']}",
+                "field": first["field"],
+                "errors": errors,
+            },
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        message = exc.detail if isinstance(exc.detail, str) else code
+        return error_response(exc.status_code, {"code": code, "message": message})
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error(
+            "unhandled_error",
+            extra={"path": request.url.path, "exc_type": type(exc).__name__},
+        )
+        await _audit_failure(request, 500, "internal_error", {})
+        return error_response(
+            500, {"code": "internal_error", "message": "Internal error; see the server log"}
+        )

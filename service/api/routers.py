@@ -1,0 +1,13 @@
+"""The list of feature routers. Each feature adds one line here."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from service.config import Settings
+
+
+def install(app: FastAPI, settings: Settings) -> None:
+    from service.api import whoami
+
+    app.include_router(whoami.router)

