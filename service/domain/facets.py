@@ -1,0 +1,96 @@
+"""Memory types, the facet each belongs to, and the intents that shape a pack.
+
+A memory's ``type`` says what it is (a decision, a gotcha...); its facet is the section of a
+context pack it lands in. The intent decides which facets come first and get more room.
+"""
+
+from __future__ import annotations
+
+MEMORY_TYPES: tuple[str, ...] = (
+    "decision",
+    "plan",
+    "task",
+    "idea",
+    "claim",
+    "constraint",
+    "rule",
+    "artifact",
+    "procedure",
+    "pattern",
+    "gotcha",
+    "verification",
+    "domain",
+    "session",
+    "episode",
+)
+DEFAULT_TYPE = "episode"
+
+FACETS: tuple[str, ...] = (
+    "active_work",
+    "artifacts",
+    "constraints",
+    "decisions",
+    "domain",
+    "gotchas",
+    "ideation",
+    "planning",
+    "procedures",
+    "recent_memory",
+    "verification",
+)
+
+FACET_OF_TYPE: dict[str, str] = {
+    "task": "active_work",
+    "plan": "planning",
+    "decision": "decisions",
+    "idea": "ideation",
+    "claim": "domain",
+    "domain": "domain",
+    "constraint": "constraints",
+    "rule": "constraints",
+    "artifact": "artifacts",
+    "procedure": "procedures",
+    "pattern": "procedures",
+    "gotcha": "gotchas",
+    "verification": "verification",
+    "session": "recent_memory",
+    "episode": "recent_memory",
+}
+
+FACET_TITLES: dict[str, str] = {
+    "active_work": "Active work",
+    "artifacts": "Artifacts",
+    "constraints": "Constraints",
+    "decisions": "Decisions",
+    "domain": "Domain knowledge",
+    "gotchas": "Gotchas",
+    "ideation": "Ideas",
+    "planning": "Planning",
+    "procedures": "Procedures",
+    "recent_memory": "Recent memory",
+    "verification": "Verification",
+}
+
+INTENTS: tuple[str, ...] = ("build", "plan", "ideate", "research", "debug", "decide", "learn", "general")
+DEFAULT_INTENT = "build"
+
+# Facets an intent puts first, in order; the rest follow by score. `general`: by score only.
+INTENT_FACETS: dict[str, tuple[str, ...]] = {
+    "build": ("active_work", "decisions", "constraints", "procedures", "gotchas", "artifacts"),
+    "debug": ("gotchas", "verification", "procedures", "recent_memory"),
+    "plan": ("planning", "decisions", "constraints"),
+    "ideate": ("ideation", "domain"),
+    "research": ("domain", "artifacts", "decisions"),
+    "learn": ("domain", "artifacts", "decisions"),
+    "decide": ("decisions", "constraints", "ideation"),
+    "general": (),
+}
+
+LAYERS: tuple[str, ...] = ("recall", "wake", "deep_search")
+DEFAULT_LAYER = "recall"
+WAKE_FACETS: tuple[str, ...] = ("recent_memory", "active_work", "decisions", "gotchas", "procedures")
+
+
+def facet_of(memory_type: str) -> str:
+    """The facet a memory of ``memory_type`` belongs to."""
+    return FACET_OF_TYPE.get(memory_type, "recent_memory")
