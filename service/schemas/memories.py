@@ -1,0 +1,208 @@
+"""Request and response models of remember and the memory endpoints (shared by HTTP and MCP)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from service.domain.namespaces import parse_namespace
+
+MemoryType = Literal[
+    "decision",
+    "plan",
+    "task",
+    "idea",
+    "claim",
+    "constraint",
+    "rule",
+    "artifact",
+    "procedure",
+    "pattern",
+    "gotcha",
+    "verification",
+    "domain",
+    "session",
+    "episode",
+]
+
+SLUG = r"^[A-Za-z0-9_.\-]{1,128}$"
+NAMESPACE_HELP = (
+    "Where the memory lives: `user[:session[:task]]`, each segment 1-64 characters of "
+    "[A-Za-z0-9_.-]. A task sees its own memories, its session's and its user's."
+)
+
+
+def _check_namespace(value: str) -> str:
+    from service.errors import InvalidInput
+
+    try:
+        return parse_namespace(value)
+    except InvalidInput as exc:
+        raise ValueError(exc.message) from None
+
+
+class RelatedRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: uuid.UUID = Field(description="An existing memory of the same org")
+    relationship: str = Field(
+        "related_to",
+        pattern=r"^[a-z][a-z0-9_]{0,63}$",
+        description="Edge type, e.g. depends_on, derived_from, contradicts, related_to",
+    )
+
+
+class RememberRequest(BaseModel):
+    """One memory to store. Content is redacted, gated and deduplicated before it is kept."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = Field(description="What a future agent should not have to relearn")
+    namespace: str = Field(description=NAMESPACE_HELP, max_length=200)
+    name: str | None = Field(
+        None, max_length=300, description="Short title; derived from the content when absent"
+    )
+    type: MemoryType = Field("episode", description="What kind of memory this is")
+    project: str | None = Field(None, pattern=SLUG, description="Project id")
+    domain: str | None = Field(None, max_length=128, description="Domain or topic")
+    agent_id: str | None = Field(
+        None, pattern=SLUG, description="The agent's diary this belongs to"
+    )
+    tags: list[str] = Field(default_factory=list, max_length=32)
+    source: str | None = Field(None, max_length=2000, description="Where it came from")
+    origin: str | None = Field(None, max_length=200, description="Who or what produced it")
+    url: str | None = Field(None, max_length=2000)
+    valid_at: datetime | None = Field(None, description="When the fact became true")
+    related: list[RelatedRef] = Field(default_factory=list, max_length=50)
+    supersedes: uuid.UUID | None = Field(None, description="A memory this one replaces")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Bounded JSON object")
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        return _check_namespace(value)
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: list[str]) -> list[str]:
+        for tag in value:
+            if not tag or len(tag) > 64 or "\x00" in tag:
+                raise ValueError("each tag must be 1-64 characters")
+        return value
+
+
+class NearDuplicate(BaseModel):
+    id: uuid.UUID
+    name: str
+    score: float = Field(description="Cosine similarity to the new memory")
+
+
+class Redaction(BaseModel):
+    label: str
+    count: int
+
+
+class GateReasonOut(BaseModel):
+    code: str
+    hint: str
+
+
+class RememberResponse(BaseModel):
+    id: uuid.UUID
+    status: Literal["created", "duplicate"]
+    namespace: str
+    type: str
+    facet: str
+    name: str
+    redactions: list[Redaction]
+    near_duplicates: list[NearDuplicate]
+    warnings: list[str]
+    audit_id: uuid.UUID | None = None
+
+
+class RememberBatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[RememberRequest] = Field(min_length=1, description="Up to 500 memories")
+
+
+class BatchItemResult(BaseModel):
+    index: int
+    status: Literal["created", "duplicate", "rejected"]
+    id: uuid.UUID | None = None
+    reasons: list[GateReasonOut] | None = None
+    redactions: list[Redaction] = Field(default_factory=list)
+    near_duplicates: list[NearDuplicate] = Field(default_factory=list)
+
+
+class RememberBatchResponse(BaseModel):
+    items: list[BatchItemResult]
+    created: int
+    duplicates: int
+    rejected: int
+    audit_id: uuid.UUID | None = None
+
+
+class RelatedOut(BaseModel):
+    id: uuid.UUID
+    type: str
+    name: str
+    relationship: str
+    direction: Literal["outgoing", "incoming"]
+
+
+class MemoryOut(BaseModel):
+    id: uuid.UUID
+    namespace: str
+    type: str
+    facet: str
+    name: str
+    content: str
+    project: str | None
+    domain: str | None
+    agent_id: str | None
+    tags: list[str]
+    source: str | None
+    origin: str | None
+    url: str | None
+    valid_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    superseded_by: uuid.UUID | None
+    metadata: dict[str, Any]
+    related: list[RelatedOut] = Field(default_factory=list)
+
+
+class MemoryPage(BaseModel):
+    items: list[MemoryOut]
+    offset: int
+    limit: int
+    total: int
+    has_more: bool
+
+
+class MemoryPatch(BaseModel):
+    """Fields to change. Content is redacted and gated again, and re-embedded."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str | None = None
+    name: str | None = Field(None, max_length=300)
+    type: MemoryType | None = None
+    project: str | None = Field(None, pattern=SLUG)
+    domain: str | None = Field(None, max_length=128)
+    tags: list[str] | None = Field(None, max_length=32)
+    source: str | None = Field(None, max_length=2000)
+    origin: str | None = Field(None, max_length=200)
+    url: str | None = Field(None, max_length=2000)
+    valid_at: datetime | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class DeleteResponse(BaseModel):
+    id: uuid.UUID
+    deleted: bool
+    audit_id: uuid.UUID | None = None

@@ -1,0 +1,65 @@
+"""The ctxpack command: keys create prints the key alone; list and revoke work."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import anyio.to_thread
+import httpx
+import pytest
+
+from service.cli import main
+
+
+def test_keys_create_list_revoke(pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "create", "--org", "cli-org", "--project", "p1", "--namespace", "alice",
+                 "--scope", "read", "--database-url", pg_url]) == 0
+    out = capsys.readouterr().out
+    assert re.fullmatch(r"ctxp_[A-Za-z0-9_\-]{43}\n", out), out
+    key = out.strip()
+
+    assert main(["keys", "list", "--org", "cli-org", "--database-url", pg_url]) == 0
+    listing = capsys.readouterr().out
+    assert key not in listing  # never the secret
+    assert key[:12] in listing
+    row = [line for line in listing.splitlines() if "cli-org" in line][0].split("\t")
+    key_id = row[0]
+    assert row[4] == "read" and row[5] == "p1" and row[6] == "alice" and row[7] == "active"
+
+    assert main(["keys", "revoke", key_id, "--database-url", pg_url]) == 0
+    assert main(["keys", "list", "--org", "cli-org", "--database-url", pg_url]) == 0
+    assert "revoked" in capsys.readouterr().out
+    # Revoking again is a clean error, not a traceback.
+    assert main(["keys", "revoke", key_id, "--database-url", pg_url]) == 2
+    assert "not_found" in capsys.readouterr().err
+
+
+def test_bad_scope_and_namespace_are_refused(pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["keys", "create", "--org", "x", "--scope", "root", "--database-url", pg_url])
+    assert main(["keys", "create", "--org", "x", "--namespace", "a::b", "--database-url", pg_url]) == 2
+    assert "validation_error" in capsys.readouterr().err
+
+
+def test_help_explains_each_command() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "service", "--help"], capture_output=True, text=True, check=True
+    )
+    for command in ("serve", "db", "keys"):
+        assert command in result.stdout
+
+
+def test_db_current(pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["db", "current", "--database-url", pg_url]) == 0
+
+
+async def test_created_key_authenticates(pg_url: str, client: httpx.AsyncClient, capsys: pytest.CaptureFixture[str]) -> None:
+    # The CLI runs its own event loop: call it from a worker thread, as a separate process would.
+    args = ["keys", "create", "--org", "cli-auth", "--database-url", pg_url]
+    assert await anyio.to_thread.run_sync(main, args) == 0
+    key = capsys.readouterr().out.strip()
+    response = await client.get("/v1/whoami", headers={"Authorization": f"Bearer {key}"})
+    assert response.status_code == 200
+    assert response.json()["scopes"] == ["read", "write"]
