@@ -106,6 +106,11 @@ class Settings(BaseSettings):
     audit_retention_days: int = Field(
         90, description="Default days audit rows are kept (orgs may override)."
     )
+    audit_prune_interval_seconds: float = Field(
+        3600,
+        description="Seconds between passes of the audit retention job, which deletes rows "
+        "older than their org's retention (0 disables the job).",
+    )
     metrics_enabled: bool = Field(True, description="Serve Prometheus metrics at /metrics.")
     print_bootstrap_key: bool = Field(
         True, description="On an empty database, `serve` creates an admin key and prints it once."

@@ -1,14 +1,97 @@
-"""Audit rows: one per API call."""
+"""Audit rows: one per API call. Writing, listing (filters, offset and keyset paging), and
+pruning by per-org retention."""
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    delete,
+    false,
+    func,
+    literal,
+    or_,
+    select,
+    text,
+    tuple_,
+)
+from sqlalchemy.dialects.postgresql import UUID, array, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.store.models import AuditEvent
+from service.store.models import AuditEvent, Org
+
+# pg_try_advisory_xact_lock key for the retention job, so that several server processes
+# sharing a database do not prune the same rows at once. ("ctxaudit" as a big-endian int64.)
+PRUNE_LOCK_KEY = 0x6374786175646974
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    """Which audit rows a listing covers. Every field but ``org_id`` is optional.
+
+    ``namespace_prefix`` matches a namespace and everything under it, segment-wise (``alice``
+    matches ``alice`` and ``alice:s1``, not ``alicex``). ``key_namespaces``, ``key_projects``
+    and ``own_key_id`` carry the calling key's limits: when the key has namespace prefixes,
+    only rows in them are visible; when it has projects, only rows whose recorded project is
+    one of them or absent. Rows the key wrote itself are always visible to it.
+    """
+
+    org_id: uuid.UUID
+    action: str | None = None
+    key_id: uuid.UUID | None = None
+    namespace_prefix: str | None = None
+    memory_id: uuid.UUID | None = None
+    outcome: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    own_key_id: uuid.UUID | None = None
+    key_namespaces: tuple[str, ...] = ()
+    key_projects: tuple[str, ...] = ()
+
+
+def _like_escape(value: str) -> str:
+    # Namespace segments may hold "_", a LIKE wildcard.
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _under(prefix: str) -> ColumnElement[bool]:
+    """``namespace`` is ``prefix`` or lies under it, segment-wise. Written as ``=`` or
+    ``LIKE 'p:%'`` so the varchar_pattern_ops index can serve it."""
+    return or_(
+        AuditEvent.namespace == prefix,
+        AuditEvent.namespace.like(_like_escape(prefix) + ":%", escape="\\"),
+    )
+
+
+def _conditions(f: AuditFilter) -> list[ColumnElement[bool]]:
+    conds: list[ColumnElement[bool]] = [AuditEvent.org_id == f.org_id]
+    if f.action is not None:
+        conds.append(AuditEvent.action == f.action)
+    if f.key_id is not None:
+        conds.append(AuditEvent.key_id == f.key_id)
+    if f.namespace_prefix is not None:
+        conds.append(_under(f.namespace_prefix))
+    if f.memory_id is not None:
+        # @> on the array uses the GIN index, tombstoned (deleted) ids included.
+        conds.append(AuditEvent.memory_ids.op("@>")(array([f.memory_id], type_=UUID(as_uuid=True))))
+    if f.outcome is not None:
+        conds.append(AuditEvent.outcome == f.outcome)
+    if f.since is not None:
+        conds.append(AuditEvent.created_at >= f.since)
+    if f.until is not None:
+        conds.append(AuditEvent.created_at < f.until)
+    own = AuditEvent.key_id == f.own_key_id if f.own_key_id is not None else false()
+    if f.key_namespaces:
+        conds.append(or_(own, *(_under(p) for p in f.key_namespaces)))
+    if f.key_projects:
+        project = AuditEvent.request["project"].astext
+        conds.append(or_(own, project.is_(None), project.in_(f.key_projects)))
+    return conds
 
 
 class AuditRepository:
@@ -19,3 +102,96 @@ class AuditRepository:
         audit_id = values.pop("id", None) or uuid.uuid4()
         await self.session.execute(insert(AuditEvent).values(id=audit_id, **values))
         return audit_id
+
+    async def get(self, f: AuditFilter, audit_id: uuid.UUID) -> AuditEvent | None:
+        """One row by id, or None when it does not exist or ``f`` does not cover it."""
+        stmt = select(AuditEvent).where(*_conditions(f), AuditEvent.id == audit_id)
+        return (await self.session.execute(stmt)).scalar_one_or_none()
+
+    async def count(self, f: AuditFilter) -> int:
+        stmt = select(func.count()).select_from(AuditEvent).where(*_conditions(f))
+        return int((await self.session.execute(stmt)).scalar_one())
+
+    async def list(
+        self,
+        f: AuditFilter,
+        *,
+        limit: int,
+        offset: int = 0,
+        after: tuple[datetime, uuid.UUID] | None = None,
+        ascending: bool = False,
+    ) -> list[AuditEvent]:
+        """Rows matching ``f``, newest first (or oldest first with ``ascending``).
+
+        ``after`` is a keyset position ``(created_at, id)``: only rows strictly beyond it in
+        the listing order are returned, so concurrent inserts never shift a page.
+        """
+        stmt: Select[tuple[AuditEvent]] = select(AuditEvent).where(*_conditions(f))
+        key = tuple_(AuditEvent.created_at, AuditEvent.id)
+        if after is not None:
+            position = tuple_(literal(after[0]), literal(after[1]))
+            stmt = stmt.where(key > position if ascending else key < position)
+        if ascending:
+            stmt = stmt.order_by(AuditEvent.created_at.asc(), AuditEvent.id.asc())
+        else:
+            stmt = stmt.order_by(AuditEvent.created_at.desc(), AuditEvent.id.desc())
+        stmt = stmt.offset(offset).limit(limit)
+        return list((await self.session.execute(stmt)).scalars())
+
+    async def get_many(self, f: AuditFilter, ids: list[uuid.UUID]) -> list[AuditEvent]:
+        """The rows with these ids that ``f`` covers, oldest first."""
+        if not ids:
+            return []
+        stmt = (
+            select(AuditEvent)
+            .where(*_conditions(f), AuditEvent.id.in_(ids))
+            .order_by(AuditEvent.created_at.asc(), AuditEvent.id.asc())
+        )
+        return list((await self.session.execute(stmt)).scalars())
+
+    async def positions_since(
+        self, f: AuditFilter, since: datetime
+    ) -> list[tuple[uuid.UUID, datetime]]:
+        """``(id, created_at)`` of the rows ``f`` covers created at or after ``since``."""
+        stmt = (
+            select(AuditEvent.id, AuditEvent.created_at)
+            .where(*_conditions(f), AuditEvent.created_at >= since)
+            .order_by(AuditEvent.created_at.asc(), AuditEvent.id.asc())
+        )
+        return [(i, at) for i, at in (await self.session.execute(stmt)).all()]
+
+    async def db_now(self) -> datetime:
+        """The database's clock (rows are stamped with it, not with this process's)."""
+        return (await self.session.execute(select(func.now()))).scalar_one()  # type: ignore[no-any-return]
+
+    async def orgs(self) -> list[Org]:
+        return list((await self.session.execute(select(Org).order_by(Org.name))).scalars())
+
+    async def try_prune_lock(self) -> bool:
+        """Take the retention job's transaction-scoped advisory lock, if nobody holds it."""
+        stmt = text("SELECT pg_try_advisory_xact_lock(:key)").bindparams(key=PRUNE_LOCK_KEY)
+        return bool((await self.session.execute(stmt)).scalar_one())
+
+    async def prune(self, now: datetime, default_days: int) -> dict[uuid.UUID, int]:
+        """Delete rows older than their org's retention; return the count deleted per org.
+
+        An org's retention is ``orgs.audit_retention_days``, else ``default_days``; a value of
+        0 or less keeps that org's rows forever. Rows of orgs that no longer exist follow the
+        default.
+        """
+        days = func.coalesce(Org.audit_retention_days, default_days)
+        cutoff = literal(now) - days * literal(timedelta(days=1))
+        doomed = (
+            select(AuditEvent.org_id, AuditEvent.id)
+            .outerjoin(Org, Org.org_id == AuditEvent.org_id)
+            .where(days > 0, AuditEvent.created_at < cutoff)
+        )
+        deleted = (
+            delete(AuditEvent)
+            .where(tuple_(AuditEvent.org_id, AuditEvent.id).in_(doomed))
+            .returning(AuditEvent.org_id)
+            .cte("deleted")
+        )
+        stmt = select(deleted.c.org_id, func.count()).group_by(deleted.c.org_id)
+        rows = (await self.session.execute(stmt)).all()
+        return {org_id: int(n) for org_id, n in rows}

@@ -211,6 +211,15 @@ class AuditEvent(Base):
         Index("ix_audit_events_org_id_created_at", "org_id", "created_at"),
         Index("ix_audit_events_org_id_action_created_at", "org_id", "action", "created_at"),
         Index("ix_audit_events_memory_ids", "memory_ids", postgresql_using="gin"),
+        # Audit listing filters (migration 0002): by key, and by namespace prefix, which is
+        # matched with LIKE 'p:%' and so needs the pattern opclass under any collation.
+        Index("ix_audit_events_org_id_key_id_created_at", "org_id", "key_id", "created_at"),
+        Index(
+            "ix_audit_events_org_id_namespace",
+            "org_id",
+            "namespace",
+            postgresql_ops={"namespace": "varchar_pattern_ops"},
+        ),
     )
 
 

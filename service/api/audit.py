@@ -1,0 +1,90 @@
+"""The audit trail over HTTP: GET /v1/audit, GET /v1/audit/{id}, POST /v1/audit/{id}/replay;
+and the retention job, started in the lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, FastAPI, Query
+
+from service.api.deps import AppState, CallerDep, SessionDep
+from service.config import Settings
+from service.domain import audit as audit_service
+from service.schemas.audit import AuditEvent, AuditPage, AuditQuery
+from service.schemas.common import ErrorResponse
+
+router = APIRouter(prefix="/v1/audit", tags=["audit"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorResponse},
+    403: {"model": ErrorResponse},
+    422: {"model": ErrorResponse},
+}
+
+
+@router.get(
+    "",
+    response_model=AuditPage,
+    summary="List audited calls, newest first",
+    responses=_ERRORS,
+)
+async def list_audit(
+    session: SessionDep, caller: CallerDep, query: Annotated[AuditQuery, Query()]
+) -> AuditPage:
+    """The calls made in the caller's org, newest first: who called, the action, namespace,
+    outcome, status, the memory ids written or returned, counts of redactions and rejections,
+    and the latency. Needs the read or admin scope. A key limited to namespaces or projects
+    sees the calls within its limits, and its own.
+
+    Filter by `action`, `key_id`, `namespace` (a prefix: `alice` covers `alice:s1`),
+    `memory_id` (also for deleted memories), `outcome`, and `since`/`until`. Page with
+    `offset`/`limit`, or follow `next_cursor` for a stable export. `full=true` adds each
+    row's `request` and `details`. A bad filter gets 422 naming the field."""
+    return await audit_service.list_audit(session, caller, query)
+
+
+@router.get(
+    "/{audit_id}",
+    response_model=AuditEvent,
+    summary="One audited call, whole",
+    responses={**_ERRORS, 404: {"model": ErrorResponse}},
+)
+async def get_audit(session: SessionDep, caller: CallerDep, audit_id: uuid.UUID) -> AuditEvent:
+    """One call whole: its inputs after redaction (`request`), and in `details` what it did:
+    for a context call the ids returned with scores, facets and reasons, `gated_out` and the
+    markdown's token count; for a write the outcome per item, the redaction labels and counts
+    and the gate's reason codes. 404 when the id is unknown or belongs to another org."""
+    return await audit_service.get_audit(session, caller, audit_id)
+
+
+@contextlib.asynccontextmanager
+async def retention_job(app: FastAPI, state: AppState) -> AsyncIterator[None]:
+    """Run the audit retention job in the background while the app is up."""
+    settings = state.settings
+    if settings.audit_prune_interval_seconds <= 0:
+        yield
+        return
+    task = asyncio.create_task(
+        audit_service.run_retention(
+            state.sessionmaker,
+            interval_seconds=settings.audit_prune_interval_seconds,
+            default_days=settings.audit_retention_days,
+        ),
+        name="audit-retention",
+    )
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def install(app: FastAPI, settings: Settings) -> None:
+    """Add the audit routes and the retention job."""
+    app.include_router(router)
+    app.state.lifespan_hooks.append(retention_job)
