@@ -76,6 +76,7 @@ async def retention_job(app: FastAPI, state: AppState) -> AsyncIterator[None]:
         ),
         name="audit-retention",
     )
+    state.extras["audit_retention"] = task
     try:
         yield
     finally:
