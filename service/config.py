@@ -6,12 +6,16 @@ generated from this class (``python scripts/settings_table.py``), so the two nev
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import platformdirs
-from pydantic import Field
+from pydantic import Field, create_model
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from service.domain.write_gate import GateConfig
 
 
 def default_data_dir() -> Path:
@@ -19,7 +23,7 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("ctxpack"))
 
 
-class Settings(BaseSettings):
+class _CoreSettings(BaseSettings):
     """ctxpack's configuration. Read from the environment (``CTXPACK_*``) or a ``.env`` file."""
 
     model_config = SettingsConfigDict(env_prefix="CTXPACK_", env_file=".env", extra="ignore")
@@ -65,9 +69,6 @@ class Settings(BaseSettings):
     embedding_dims: int = Field(384, description="Embedding width; must match the column.")
 
     # --- write path ----------------------------------------------------------------------
-    gate_min_chars: int = Field(8, description="Below this many characters content is a fragment.")
-    gate_min_words: int = Field(3, description="Below this many words content is a fragment.")
-    gate_max_chars: int = Field(20000, description="Above this many characters content is oversize.")
     near_duplicate_threshold: float = Field(
         0.92, description="Cosine at or above which a same-namespace, same-type memory is a near duplicate."
     )
@@ -120,3 +121,38 @@ class Settings(BaseSettings):
     def embedded(self) -> bool:
         """True when ctxpack runs its own Postgres rather than an external one."""
         return not self.database_url
+
+
+def _gate_docs() -> dict[str, str]:
+    """``{field: one-line description}`` parsed from GateConfig's docstring."""
+    docs: dict[str, str] = {}
+    current = None
+    for line in (GateConfig.__doc__ or "").splitlines():
+        match = re.match(r"^\s{8}(\w+): (.*)$", line)
+        if match:
+            current = match.group(1)
+            docs[current] = match.group(2).strip()
+        elif current and line.startswith(" " * 12):
+            docs[current] += " " + line.strip()
+        else:
+            current = None
+    return {k: v.replace("``", "`") for k, v in docs.items()}
+
+
+def _gate_fields() -> dict[str, Any]:
+    """One ``gate_<name>`` setting per write-gate threshold, documented from GateConfig."""
+    docs = _gate_docs()
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(GateConfig):
+        default = f.default
+        annotation: Any = list[str] if isinstance(default, tuple) else type(default)
+        value = list(default) if isinstance(default, tuple) else default
+        out[f"gate_{f.name}"] = (
+            annotation,
+            Field(value, description="Write gate: " + docs.get(f.name, f.name)),
+        )
+    return out
+
+
+# Settings = the core settings plus the write gate's thresholds (CTXPACK_GATE_<FIELD>).
+Settings = create_model("Settings", __base__=_CoreSettings, **_gate_fields())  # type: ignore[call-overload]

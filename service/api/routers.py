@@ -11,6 +11,9 @@ def install(app: FastAPI, settings: Settings) -> None:
     from service.api import whoami
 
     app.include_router(whoami.router)
+    from service.api import memories  # remember, remember/batch, /memories
+
+    app.include_router(memories.router)
     from service.api import audit  # the audit trail and its retention job
 
     audit.install(app, settings)

@@ -1,0 +1,443 @@
+"""remember: the gated, redacting, deduplicating write path.
+
+For every item, in this order and in the caller's single transaction:
+
+1. validate (schema, namespace, project and namespace rights, metadata bounds, related ids);
+2. redact secrets and PII from content, name, metadata, url and source;
+3. the write gate (fragments, logs, dumps, reasoning chains, oversize);
+4. deduplicate: exact (same org + namespace + normalized content) and near (cosine);
+5. embed name + content (one model call for the whole batch), store, link, audit.
+
+Nothing unredacted reaches the embedder, the database, the logs or the audit row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+import uuid
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.config import Settings
+from service.domain import audit as audit_service
+from service.domain.audit import AuditContext
+from service.domain.auth import Caller
+from service.domain.facets import facet_of
+from service.domain.redaction import Redactor, merge_counts
+from service.domain.write_gate import GateConfig, GateVerdict, WriteGate
+from service.embedding import AsyncEmbedder
+from service.errors import GateRejected, InvalidInput
+from service.schemas.memories import (
+    BatchItemResult,
+    GateReasonOut,
+    NearDuplicate,
+    Redaction,
+    RememberBatchRequest,
+    RememberBatchResponse,
+    RememberRequest,
+    RememberResponse,
+)
+from service.store.memories import MemoryRepository
+
+_REDACTOR = Redactor()
+_WS = re.compile(r"\s+")
+NAME_CHARS = 80
+
+
+def gate_config(settings: Settings) -> GateConfig:
+    """The gate's thresholds, each overridable by ``CTXPACK_GATE_<FIELD>``."""
+    overrides: dict[str, Any] = {}
+    for f in fields(GateConfig):
+        value = getattr(settings, f"gate_{f.name}", f.default)
+        overrides[f.name] = tuple(value) if isinstance(value, list) else value
+    return GateConfig(**overrides)
+
+
+def normalize(content: str) -> str:
+    """What counts as "the same content": NFKC, case-folded, whitespace collapsed."""
+    return _WS.sub(" ", unicodedata.normalize("NFKC", content)).strip().casefold()
+
+
+def content_hash(content: str) -> str:
+    return hashlib.sha256(normalize(content).encode()).hexdigest()
+
+
+def derive_name(content: str) -> str:
+    """A short title from the content: its first sentence or line, cut at a word boundary."""
+    first = re.split(r"(?<=[.!?])\s|\n", content.strip(), maxsplit=1)[0].strip()
+    first = _WS.sub(" ", first)
+    if len(first) <= NAME_CHARS:
+        return first.rstrip(".") or content.strip()[:NAME_CHARS]
+    cut = first[:NAME_CHARS].rsplit(" ", 1)[0]
+    return cut + "…"
+
+
+def _json_depth(value: Any, depth: int = 0) -> int:
+    if isinstance(value, dict):
+        return max([_json_depth(v, depth + 1) for v in value.values()], default=depth + 1)
+    if isinstance(value, list):
+        return max([_json_depth(v, depth + 1) for v in value], default=depth + 1)
+    return depth
+
+
+def check_metadata(metadata: dict[str, Any], settings: Settings, field_name: str) -> None:
+    """422 unless metadata is within the configured size and nesting depth."""
+    depth = _json_depth(metadata)
+    if depth > settings.max_metadata_depth:
+        raise InvalidInput(
+            field_name,
+            f"metadata nests {depth} levels deep; at most {settings.max_metadata_depth}",
+        )
+    size = len(json.dumps(metadata, default=str).encode())
+    if size > settings.max_metadata_bytes:
+        raise InvalidInput(
+            field_name,
+            f"metadata is {size} bytes as JSON; at most {settings.max_metadata_bytes}",
+        )
+
+
+@dataclass
+class _Prepared:
+    """One item after validation, redaction and the gate."""
+
+    index: int
+    request: RememberRequest
+    content: str = ""
+    name: str = ""
+    url: str | None = None
+    source: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    redactions: dict[str, int] = field(default_factory=dict)
+    verdict: GateVerdict | None = None
+    hash: str = ""
+    warnings: list[str] = field(default_factory=list)
+    rejection: list[GateReasonOut] | None = None
+
+    @property
+    def redaction_list(self) -> list[Redaction]:
+        return [Redaction(label=k, count=v) for k, v in sorted(self.redactions.items())]
+
+
+def _prepare(
+    index: int, req: RememberRequest, caller: Caller, settings: Settings, gate: WriteGate, prefix: str
+) -> _Prepared:
+    """Steps 1-3 for one item. Raises InvalidInput/permission errors; gate rejections are
+    recorded on the item, not raised, so a batch can carry on."""
+    caller.check_namespace(req.namespace)
+    caller.check_project(req.project)
+    check_metadata(req.metadata, settings, f"{prefix}metadata")
+    if "\x00" in req.content or (req.name and "\x00" in req.name):
+        raise InvalidInput(f"{prefix}content", "NUL characters are not allowed in text")
+
+    item = _Prepared(index=index, request=req)
+    content = _REDACTOR.redact(req.content)
+    name = _REDACTOR.redact(req.name) if req.name else None
+    url = _REDACTOR.redact(req.url) if req.url else None
+    source = _REDACTOR.redact(req.source) if req.source else None
+    metadata, meta_counts = _REDACTOR.redact_json(req.metadata)
+    item.content = content.text
+    item.url = url.text if url else None
+    item.source = source.text if source else None
+    item.metadata = metadata if isinstance(metadata, dict) else {}
+    item.redactions = merge_counts(
+        content.counts,
+        name.counts if name else {},
+        url.counts if url else {},
+        source.counts if source else {},
+        meta_counts,
+    )
+    if item.redactions:
+        item.warnings.append(
+            f"redacted {sum(item.redactions.values())} secret(s) before storing: "
+            + ", ".join(sorted(item.redactions))
+        )
+
+    item.verdict = gate.check(item.content, type=req.type, name=name.text if name else None)
+    if not item.verdict.accepted:
+        item.rejection = [GateReasonOut(code=r.code, hint=r.hint) for r in item.verdict.reasons]
+        return item
+    item.name = (name.text if name else "") or derive_name(item.content)
+    item.hash = content_hash(item.content)
+    return item
+
+
+async def _validate_links(
+    repo: MemoryRepository, caller: Caller, items: list[_Prepared], field_prefix: str | None
+) -> None:
+    """422 naming the field when a related or superseded id is unknown, foreign or out of
+    the key's reach (all three look the same, so nothing leaks about other orgs)."""
+    wanted: set[uuid.UUID] = set()
+    for item in items:
+        wanted.update(r.id for r in item.request.related)
+        if item.request.supersedes:
+            wanted.add(item.request.supersedes)
+    if not wanted:
+        return
+    found = await repo.accessible_ids(
+        caller.org_id, list(wanted), caller.namespace_prefixes, caller.projects
+    )
+    for item in items:
+        prefix = f"{field_prefix}{item.index}." if field_prefix is not None else ""
+        for pos, ref in enumerate(item.request.related):
+            if ref.id not in found:
+                raise InvalidInput(
+                    f"{prefix}related.{pos}.id", f"unknown memory id {ref.id} (not in this org or out of reach)"
+                )
+        if item.request.supersedes and item.request.supersedes not in found:
+            raise InvalidInput(
+                f"{prefix}supersedes",
+                f"unknown memory id {item.request.supersedes} (not in this org or out of reach)",
+            )
+
+
+def _request_summary(items: list[_Prepared]) -> dict[str, Any]:
+    """What the audit row keeps of the request: shapes and names, never content."""
+    def one(item: _Prepared) -> dict[str, Any]:
+        req = item.request
+        return {
+            "namespace": req.namespace,
+            "type": req.type,
+            "name": item.name or None,
+            "project": req.project,
+            "agent_id": req.agent_id,
+            "content_chars": len(item.content),
+            "tags": len(req.tags),
+            "related": [str(r.id) for r in req.related],
+            "supersedes": str(req.supersedes) if req.supersedes else None,
+        }
+
+    total = merge_counts(*(i.redactions for i in items))
+    summary: dict[str, Any] = {
+        "redactions": [{"label": k, "count": v} for k, v in sorted(total.items())],
+        "redaction_count": sum(total.values()),
+    }
+    if len(items) == 1:
+        summary.update(one(items[0]))
+    else:
+        summary["items"] = len(items)
+        summary["namespaces"] = sorted({i.request.namespace for i in items})[:20]
+    return summary
+
+
+async def _store(
+    session: AsyncSession,
+    embedder: AsyncEmbedder,
+    settings: Settings,
+    caller: Caller,
+    items: list[_Prepared],
+) -> dict[int, tuple[str, uuid.UUID, list[NearDuplicate]]]:
+    """Steps 4-5 for accepted items. Returns ``{index: (status, id, near_duplicates)}``."""
+    repo = MemoryRepository(session)
+    accepted = [i for i in items if i.rejection is None]
+    outcome: dict[int, tuple[str, uuid.UUID, list[NearDuplicate]]] = {}
+    if not accepted:
+        return outcome
+
+    # Exact duplicates: against the store, and within the batch itself.
+    existing = await repo.existing_by_hash(
+        caller.org_id, list({(i.request.namespace, i.hash) for i in accepted})
+    )
+    fresh: list[_Prepared] = []
+    first_in_batch: dict[tuple[str, str], _Prepared] = {}
+    repeats: dict[int, int] = {}  # item index -> index of the same content earlier in the batch
+    for item in accepted:
+        key = (item.request.namespace, item.hash)
+        if key in existing:
+            outcome[item.index] = ("duplicate", existing[key], [])
+        elif key in first_in_batch:
+            repeats[item.index] = first_in_batch[key].index
+        else:
+            first_in_batch[key] = item
+            fresh.append(item)
+    if not fresh:
+        return outcome
+
+    vectors = await embedder.embed_documents([f"{i.name}\n{i.content}" for i in fresh])
+    near = await repo.near_duplicates(
+        caller.org_id,
+        [(i.index, i.request.namespace, i.request.type, v) for i, v in zip(fresh, vectors, strict=True)],
+        settings.near_duplicate_threshold,
+        settings.near_duplicate_limit,
+    )
+    ids = {i.index: uuid.uuid4() for i in fresh}
+    rows = [
+        {
+            "org_id": caller.org_id,
+            "id": ids[i.index],
+            "namespace": i.request.namespace,
+            "type": i.request.type,
+            "name": i.name,
+            "content": i.content,
+            "content_hash": i.hash,
+            "embedding": vec,
+            "project": i.request.project,
+            "domain": i.request.domain,
+            "agent_id": i.request.agent_id,
+            "tags": list(dict.fromkeys(i.request.tags)),
+            "source": i.source,
+            "origin": i.request.origin,
+            "url": i.url,
+            "valid_at": i.request.valid_at,
+            "meta": i.metadata,
+        }
+        for i, vec in zip(fresh, vectors, strict=True)
+    ]
+    inserted = await repo.insert_many(rows)
+    # Anything not inserted lost a race with a concurrent identical write: a duplicate.
+    raced = [(i.request.namespace, i.hash) for i in fresh if (i.request.namespace, i.hash) not in inserted]
+    if raced:
+        inserted_or_existing = {**inserted, **await repo.existing_by_hash(caller.org_id, raced)}
+    else:
+        inserted_or_existing = inserted
+    for item in fresh:
+        key = (item.request.namespace, item.hash)
+        new_id = inserted_or_existing[key]
+        status = "created" if key in inserted else "duplicate"
+        dups = [NearDuplicate(id=m, name=n, score=round(s, 4)) for m, n, s in near.get(item.index, [])]
+        outcome[item.index] = (status, new_id, dups)
+    for index, first in repeats.items():
+        outcome[index] = ("duplicate", outcome[first][1], [])
+
+    created = [i for i in fresh if outcome[i.index][0] == "created"]
+    edges = [
+        (outcome[i.index][1], ref.id, ref.relationship) for i in created for ref in i.request.related
+    ]
+    supersede = [
+        (i.request.supersedes, outcome[i.index][1]) for i in created if i.request.supersedes
+    ]
+    edges += [(new, old, "supersedes") for old, new in supersede]
+    await repo.add_relations(caller.org_id, edges)
+    await repo.mark_superseded(caller.org_id, supersede)
+    await repo.ensure_projects(caller.org_id, {i.request.project for i in created if i.request.project})
+    return outcome
+
+
+async def remember(
+    session: AsyncSession,
+    embedder: AsyncEmbedder,
+    settings: Settings,
+    caller: Caller,
+    req: RememberRequest,
+    ctx: AuditContext,
+) -> RememberResponse:
+    """Store one memory (or find its exact duplicate).
+
+    Raises:
+        GateRejected: the write gate refused it (422 with reason codes and hints).
+        InvalidInput: bad metadata, unknown related/supersedes id (422 naming the field).
+        PermissionDenied: namespace or project outside the key's reach (403).
+    """
+    caller.require("write")
+    ctx.namespace = req.namespace
+    item = _prepare(0, req, caller, settings, WriteGate(gate_config(settings)), "")
+    ctx.request = _request_summary([item])
+    if item.rejection is not None:
+        raise GateRejected([r.model_dump() for r in item.rejection])
+    await _validate_links(MemoryRepository(session), caller, [item], None)
+    status, memory_id, dups = (await _store(session, embedder, settings, caller, [item]))[0]
+    if dups:
+        item.warnings.append(f"{len(dups)} near duplicate(s) in this namespace; consider supersedes")
+    audit_id = await audit_service.record(
+        session,
+        ctx,
+        outcome=status,
+        status_code=201,
+        memory_ids=[memory_id],
+        details={
+            "status": status,
+            "gate": [r.code for r in item.verdict.reasons] if item.verdict else [],
+            "near_duplicates": [{"id": str(d.id), "score": d.score} for d in dups],
+        },
+        redaction_count=sum(item.redactions.values()),
+    )
+    return RememberResponse(
+        id=memory_id,
+        status=status,  # type: ignore[arg-type]
+        namespace=req.namespace,
+        type=req.type,
+        facet=facet_of(req.type),
+        name=item.name,
+        redactions=item.redaction_list,
+        near_duplicates=dups,
+        warnings=item.warnings,
+        audit_id=audit_id,
+    )
+
+
+async def remember_batch(
+    session: AsyncSession,
+    embedder: AsyncEmbedder,
+    settings: Settings,
+    caller: Caller,
+    req: RememberBatchRequest,
+    ctx: AuditContext,
+) -> RememberBatchResponse:
+    """Store up to ``max_batch_items`` memories with one model call. A gate rejection or a
+    duplicate is an outcome of that item only; invalid input (422) or a namespace/project
+    outside the key's reach (403) refuses the whole batch, naming the item, and stores
+    nothing."""
+    caller.require("write")
+    if len(req.items) > settings.max_batch_items:
+        raise InvalidInput("items", f"{len(req.items)} items; at most {settings.max_batch_items} per batch")
+    gate = WriteGate(gate_config(settings))
+    items = [_prepare(i, r, caller, settings, gate, f"items.{i}.") for i, r in enumerate(req.items)]
+    namespaces = {i.request.namespace for i in items}
+    ctx.namespace = next(iter(namespaces)) if len(namespaces) == 1 else None
+    ctx.request = _request_summary(items)
+    await _validate_links(MemoryRepository(session), caller, [i for i in items if i.rejection is None], "items.")
+    stored = await _store(session, embedder, settings, caller, items)
+
+    results: list[BatchItemResult] = []
+    for item in items:
+        if item.rejection is not None:
+            results.append(
+                BatchItemResult(
+                    index=item.index, status="rejected", reasons=item.rejection, redactions=item.redaction_list
+                )
+            )
+            continue
+        status, memory_id, dups = stored[item.index]
+        results.append(
+            BatchItemResult(
+                index=item.index,
+                status=status,  # type: ignore[arg-type]
+                id=memory_id,
+                redactions=item.redaction_list,
+                near_duplicates=dups,
+            )
+        )
+    counts = {s: sum(1 for r in results if r.status == s) for s in ("created", "duplicate", "rejected")}
+    reasons: dict[str, int] = {}
+    for r in results:
+        for reason in r.reasons or []:
+            reasons[reason.code] = reasons.get(reason.code, 0) + 1
+    audit_id = await audit_service.record(
+        session,
+        ctx,
+        outcome="ok" if counts["rejected"] == 0 else "partial",
+        status_code=200,
+        memory_ids=list(dict.fromkeys(r.id for r in results if r.id is not None)),
+        details={
+            "counts": counts,
+            "rejections_by_reason": reasons,
+            "items": [
+                {"index": r.index, "status": r.status, "id": str(r.id) if r.id else None,
+                 "reasons": [x.code for x in r.reasons or []]}
+                for r in results
+            ],
+        },
+        redaction_count=sum(sum(i.redactions.values()) for i in items),
+        rejection_count=counts["rejected"],
+    )
+    return RememberBatchResponse(
+        items=results,
+        created=counts["created"],
+        duplicates=counts["duplicate"],
+        rejected=counts["rejected"],
+        audit_id=audit_id,
+    )
