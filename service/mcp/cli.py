@@ -1,0 +1,144 @@
+"""``ctxpack mcp``: the MCP tools over stdio, for clients that launch their servers.
+
+    CTXPACK_API_KEY=ctxp_... ctxpack mcp [--database-url URL | --data-dir D]
+    CTXPACK_API_KEY=ctxp_... ctxpack mcp --url https://ctxpack.example.com
+
+Without ``--url`` the tools run in this process against the database (the same one ``serve``
+uses; it must be migrated, and the key created there). With ``--url`` every call goes to that
+ctxpack's HTTP API with the key, and nothing local is opened. Either way the key is checked at
+start-up (a bad key exits with status 2) and its limits apply to every call.
+
+stdout carries the protocol only: while serving, anything else written to fd 1 goes to stderr,
+where the JSON logs go too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from service.cli import _db_options, _resolve, register_command
+from service.config import Settings
+from service.embedding import AsyncEmbedder, build_embedder
+from service.errors import AuthenticationError, CtxpackError
+
+KEY_ENV = "CTXPACK_API_KEY"
+
+
+@dataclass
+class StdioResources:
+    """What ``serve`` builds in its lifespan, built once for this process."""
+
+    settings: Settings
+    sessionmaker: async_sessionmaker[AsyncSession]
+    embedder: AsyncEmbedder
+
+
+@asynccontextmanager
+async def local_backend(settings: Settings, key: str) -> AsyncIterator[Any]:
+    """A backend on this machine's database, with the key checked once up front."""
+    from service.mcp.backends import LocalBackend, caller_from_key
+    from service.store.database import create_engine, make_sessionmaker
+
+    url = await anyio.to_thread.run_sync(_resolve, settings)
+    engine = create_engine(url, settings)
+    try:
+        model = await anyio.to_thread.run_sync(build_embedder, settings)
+        resources = StdioResources(
+            settings=settings,
+            sessionmaker=make_sessionmaker(engine),
+            embedder=AsyncEmbedder(model, settings.embed_concurrency),
+        )
+        resolve = caller_from_key(resources.sessionmaker, key)
+        await resolve(None)
+        yield LocalBackend(resources, resolve)
+    finally:
+        await engine.dispose()
+
+
+@asynccontextmanager
+async def remote_backend(url: str, key: str) -> AsyncIterator[Any]:
+    """A backend forwarding to the ctxpack at ``url``, with the key checked once up front."""
+    from service.mcp.backends import RemoteBackend
+
+    async with RemoteBackend.make_client(url, key) as client:
+        backend = RemoteBackend(client)
+        await backend.whoami()
+        yield backend
+
+
+async def serve_stdio(settings: Settings, key: str, url: str | None) -> None:
+    from mcp.server.stdio import stdio_server
+
+    from service.mcp.server import build_server
+
+    async with stdio_server() as (read, write):
+        opened = remote_backend(url, key) if url else local_backend(settings, key)
+        async with opened as backend:
+            server = build_server(backend)
+            await server.run(read, write, server.create_initialization_options())
+
+
+def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
+    from service.logs import configure_logging
+    from service.mcp.backends import RemoteError
+
+    key = os.environ.get(KEY_ENV, "").strip()
+    if not key:
+        raise AuthenticationError(f"set {KEY_ENV} to an API key (see `ctxpack keys create`)")
+    configure_logging(settings.log_level)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        anyio.run(serve_stdio, settings, key, args.url)
+    except BaseException as exc:  # errors at start-up can come wrapped in exception groups
+        cause = _expected(exc)
+        if cause is None:
+            raise
+        if isinstance(cause, RemoteError):
+            print(f"ctxpack: error: {cause.body.get('code')}: {cause.body.get('message')}", file=sys.stderr)  # noqa: T201
+            return 2
+        raise cause from None
+    return 0
+
+
+def _expected(exc: BaseException) -> BaseException | None:
+    """The ctxpack error (local or remote) inside ``exc``, unwrapping exception groups."""
+    from service.mcp.backends import RemoteError
+
+    if isinstance(exc, CtxpackError | RemoteError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _expected(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def _add_parser(sub: Any) -> None:
+    parser = sub.add_parser(
+        "mcp",
+        help="serve the MCP tools over stdio (key in CTXPACK_API_KEY)",
+        description="Serve the MCP tools (remember, context, wake, recall_artifact, forget, "
+        "list_memories) over stdio. The API key comes from CTXPACK_API_KEY. Without --url the "
+        "tools use the database directly (migrated, as `serve` leaves it); with --url they call "
+        "that ctxpack over HTTP.",
+    )
+    parser.add_argument(
+        "--url", help="base URL of a running ctxpack, e.g. http://127.0.0.1:8080 (default: local database)"
+    )
+    _db_options(parser)
+    parser.set_defaults(handler=cmd_mcp)
+
+
+register_command(_add_parser)
