@@ -70,7 +70,10 @@ class _CoreSettings(BaseSettings):
 
     # --- write path ----------------------------------------------------------------------
     near_duplicate_threshold: float = Field(
-        0.92, description="Cosine at or above which a same-namespace, same-type memory is a near duplicate."
+        0.80,
+        description="Cosine (MiniLM) at or above which a same-namespace, same-type memory is "
+        "listed as a near duplicate. Paraphrases of one fact score 0.79-0.97; different facts "
+        "on one topic 0.6-0.7.",
     )
     near_duplicate_limit: int = Field(5, description="Near duplicates listed per remember.")
     max_metadata_bytes: int = Field(16384, description="Largest accepted metadata object, as JSON.")

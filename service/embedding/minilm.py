@@ -42,7 +42,12 @@ class MiniLMEmbedder:
     def __init__(self, *, threads: int = 2, batch_size: int = 64) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         import torch
+        import transformers
+
+        transformers.utils.logging.disable_progress_bar()
+        transformers.utils.logging.set_verbosity_error()
         from sentence_transformers import SentenceTransformer
 
         torch.set_num_threads(max(1, threads))
