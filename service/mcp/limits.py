@@ -166,6 +166,11 @@ def clip_field(item: dict[str, Any], field: str, budget: int) -> dict[str, Any]:
     text = item.get(field)
     if not isinstance(text, str):
         return item
-    rest = _utf8_len(dumps({**item, field: ""}))
-    room = max(0, budget - rest - 8)
-    return {**item, field: _clip_bytes(text, room, "head") + "…"}
+    rest = _utf8_len(dumps({**item, field: "…"}))
+    room = max(0, budget - rest)
+    while True:
+        clipped = {**item, field: _clip_bytes(text, room, "head") + "…"}
+        excess = _utf8_len(dumps(clipped)) - budget
+        if excess <= 0 or room == 0:  # JSON escapes can make the text longer than its bytes
+            return clipped
+        room = max(0, room - excess)

@@ -1,0 +1,79 @@
+"""``ctxpack mcp`` over stdio, with the SDK's stdio client launching it as a subprocess:
+against the database directly, and with ``--url`` against a running ctxpack."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.conftest import Key, KeyFactory
+from tests.mcp.conftest import ROOT, server_env, structured
+
+FACT = "The billing service retries webhooks three times with exponential backoff."
+
+
+def params(pg_url: str, key: str, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "service", "mcp", *extra],
+        env={**server_env(pg_url), "CTXPACK_API_KEY": key},
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["database", "url"])
+async def test_stdio_tools(pg_url: str, live_server: str, key: Key, remote: bool) -> None:
+    extra = ("--url", live_server) if remote else ()
+    async with Client(params(pg_url, key.key, *extra)) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"remember", "list_memories", "forget"} <= names
+        stored = await client.call_tool("remember", {"content": FACT, "namespace": "billing", "type": "claim"})
+        assert not stored.is_error, stored
+        assert stored.meta is not None and stored.meta["context"] == {"consumed": True}
+        listed = structured(await client.call_tool("list_memories", {"namespace": "billing"}))
+        assert [m["content"] for m in listed["items"]] == [FACT]
+        rejected = await client.call_tool("remember", {"content": "ok", "namespace": "billing"})
+        assert rejected.is_error
+        assert structured(rejected)["error"]["code"] == "gate_rejected"
+        assert "context" not in (rejected.meta or {})
+        invalid = await client.call_tool("list_memories", {"limit": 0})
+        assert structured(invalid)["error"]["code"] == "validation_error"
+        assert structured(invalid)["error"]["field"] == "limit"
+
+
+async def test_stdio_key_limits(pg_url: str, make_key: KeyFactory) -> None:
+    reader = await make_key(scopes=["read"])
+    async with Client(params(pg_url, reader.key)) as client:
+        refused = await client.call_tool("remember", {"content": FACT, "namespace": "billing"})
+    assert structured(refused)["error"]["code"] == "scope_denied"
+    assert structured(refused)["error"]["status"] == 403
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["database", "url"])
+def test_bad_key_exits_before_serving(pg_url: str, live_server: str, remote: bool) -> None:
+    extra = ["--url", live_server] if remote else []
+    done = subprocess.run(
+        [sys.executable, "-m", "service", "mcp", *extra],
+        env={**server_env(pg_url), "CTXPACK_API_KEY": "ctxp_not-a-key"},
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert b"unauthorized" in done.stderr
+
+
+def test_missing_key_exits(pg_url: str) -> None:
+    env = server_env(pg_url)
+    env.pop("CTXPACK_API_KEY", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "service", "mcp"], env=env, cwd=ROOT,
+        stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+    )
+    assert done.returncode == 2
+    assert b"CTXPACK_API_KEY" in done.stderr
