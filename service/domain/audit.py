@@ -79,10 +79,15 @@ async def record(
     redaction_count: int = 0,
     rejection_count: int = 0,
 ) -> uuid.UUID | None:
-    """Write the call's audit row (no row for calls with no authenticated org)."""
+    """Write the call's audit row (no row for calls with no authenticated org).
+
+    Call it after the call's last write. A call that wrote nothing (context, get, list, a
+    refusal) commits its row asynchronously, so the row never waits for a WAL flush; a write
+    call's row commits with the write, synchronously. See ``scripts/audit_overhead.py``.
+    """
     if ctx.caller is None:
         return None
-    return await AuditRepository(session).add(
+    await AuditRepository(session).record_call(
         id=ctx.audit_id,
         org_id=ctx.caller.org_id,
         key_id=ctx.caller.key_id,
@@ -98,6 +103,32 @@ async def record(
         rejection_count=rejection_count,
         latency_ms=ctx.elapsed_ms(),
     )
+    return ctx.audit_id
+
+
+ERASED = "[erased]"
+
+
+async def erase_from_trail(
+    session: AsyncSession, org_id: uuid.UUID, memory_id: uuid.UUID, names: list[str | None]
+) -> int:
+    """Leave only a tombstone of an erased memory in the trail: its id stays in the rows that
+    wrote, changed or returned it, but its name (which may have been derived from its
+    content) is replaced by ``[erased]`` wherever those rows hold it as a whole string.
+
+    Args:
+        session: the deleting call's unit of work (call it there, so both commit together).
+        org_id: the memory's org.
+        memory_id: the erased memory.
+        names: the names it had (current and former); empty ones are ignored.
+
+    Returns:
+        The number of rows rewritten.
+    """
+    wanted = sorted({n for n in names if n and n != ERASED})
+    if not wanted:
+        return 0
+    return await AuditRepository(session).erase_strings(org_id, memory_id, wanted, ERASED)
 
 
 # --- reading ----------------------------------------------------------------------------

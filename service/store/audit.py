@@ -11,6 +11,10 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Select,
+    Text,
+    bindparam,
+    case,
+    cast,
     delete,
     false,
     func,
@@ -19,8 +23,9 @@ from sqlalchemy import (
     select,
     text,
     tuple_,
+    update,
 )
-from sqlalchemy.dialects.postgresql import UUID, array, insert
+from sqlalchemy.dialects.postgresql import JSONB, UUID, array, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store.models import AuditEvent, Org
@@ -28,6 +33,49 @@ from service.store.models import AuditEvent, Org
 # pg_try_advisory_xact_lock key for the retention job, so that several server processes
 # sharing a database do not prune the same rows at once. ("ctxaudit" as a big-endian int64.)
 PRUNE_LOCK_KEY = 0x6374786175646974
+
+_CALL_COLUMNS = (
+    "org_id",
+    "id",
+    "key_id",
+    "caller",
+    "action",
+    "namespace",
+    "request",
+    "outcome",
+    "status_code",
+    "memory_ids",
+    "details",
+    "redaction_count",
+    "rejection_count",
+    "latency_ms",
+)
+
+# The hot path of every call, built once (so compiled once). It reads
+#   INSERT INTO audit_events (...) SELECT :org_id, ... FROM (SELECT CASE WHEN
+#     pg_current_xact_id_if_assigned() IS NULL THEN set_config('synchronous_commit', 'off',
+#     true) END) AS relax
+# When the call wrote nothing before its audit row (no transaction id yet: a context, get or
+# list call, or a refused one), the row alone would make the commit wait for a WAL flush,
+# several ms on ordinary disks; such a transaction commits asynchronously instead (SET LOCAL:
+# this transaction only). The row is still atomic; a server crash can lose the last few
+# hundred ms of such rows, never a write's row, which commits synchronously with the write.
+# set_config is volatile, so Postgres evaluates it even though no column of relax is used.
+_relax = select(
+    case(
+        (
+            func.pg_current_xact_id_if_assigned().is_(None),
+            func.set_config("synchronous_commit", "off", True),
+        )
+    ).label("relaxed")
+).subquery("relax")
+_table = AuditEvent.__table__
+_RECORD_CALL = insert(_table).from_select(
+    list(_CALL_COLUMNS),
+    select(
+        *(cast(bindparam(c, type_=_table.c[c].type), _table.c[c].type) for c in _CALL_COLUMNS)
+    ).select_from(_relax),
+)
 
 
 @dataclass(frozen=True)
@@ -98,7 +146,16 @@ class AuditRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
+    async def record_call(self, **values: Any) -> None:
+        """Insert a call's row (every column of ``_CALL_COLUMNS``; ``created_at`` is the
+        transaction's start). Must be the call's last write: a transaction that had written
+        nothing before it commits asynchronously (see ``_RECORD_CALL``)."""
+        # Pending ORM changes go first, so that they count as the call's writes.
+        await self.session.flush()
+        await self.session.execute(_RECORD_CALL, values)
+
     async def add(self, **values: Any) -> uuid.UUID:
+        """Insert a row with any columns given (``created_at`` included), synchronously."""
         audit_id = values.pop("id", None) or uuid.uuid4()
         await self.session.execute(insert(AuditEvent).values(id=audit_id, **values))
         return audit_id
@@ -163,6 +220,37 @@ class AuditRepository:
     async def db_now(self) -> datetime:
         """The database's clock (rows are stamped with it, not with this process's)."""
         return (await self.session.execute(select(func.now()))).scalar_one()  # type: ignore[no-any-return]
+
+    async def erase_strings(
+        self, org_id: uuid.UUID, memory_id: uuid.UUID, values: list[str], replacement: str
+    ) -> int:
+        """In the rows naming ``memory_id``, replace every JSON string (value or key) of
+        ``request`` and ``details`` equal to one of ``values``; return the rows changed."""
+        changed = 0
+        for value in values:
+            # Matching the JSON-encoded string, quotes included, matches whole strings only:
+            # a quote inside another string is escaped.
+            needle = func.to_jsonb(cast(literal(value), Text)).cast(Text)
+            repl = func.to_jsonb(cast(literal(replacement), Text)).cast(Text)
+            request_text = AuditEvent.request.cast(Text)
+            details_text = AuditEvent.details.cast(Text)
+            stmt = (
+                update(AuditEvent)
+                .where(
+                    AuditEvent.org_id == org_id,
+                    AuditEvent.memory_ids.op("@>")(array([memory_id], type_=UUID(as_uuid=True))),
+                    or_(
+                        func.strpos(request_text, needle) > 0, func.strpos(details_text, needle) > 0
+                    ),
+                )
+                .values(
+                    request=func.replace(request_text, needle, repl).cast(JSONB),
+                    details=func.replace(details_text, needle, repl).cast(JSONB),
+                )
+            )
+            result = await self.session.execute(stmt)
+            changed += int(result.rowcount)  # type: ignore[attr-defined]
+        return changed
 
     async def orgs(self) -> list[Org]:
         return list((await self.session.execute(select(Org).order_by(Org.name))).scalars())
