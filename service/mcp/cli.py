@@ -105,7 +105,8 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
         if cause is None:
             raise
         if isinstance(cause, RemoteError):
-            print(f"ctxpack: error: {cause.body.get('code')}: {cause.body.get('message')}", file=sys.stderr)  # noqa: T201
+            code, message = cause.body.get("code"), cause.body.get("message")
+            sys.stderr.write(f"ctxpack: error: {code}: {message}\n")
             return 2
         raise cause from None
     return 0
@@ -135,7 +136,8 @@ def _add_parser(sub: Any) -> None:
         "that ctxpack over HTTP.",
     )
     parser.add_argument(
-        "--url", help="base URL of a running ctxpack, e.g. http://127.0.0.1:8080 (default: local database)"
+        "--url",
+        help="base URL of a running ctxpack, e.g. http://127.0.0.1:8080 (default: local database)",
     )
     _db_options(parser)
     parser.set_defaults(handler=cmd_mcp)

@@ -86,7 +86,10 @@ class McpEndpoint:
 
 def _access_token(token: str, caller: Caller) -> AccessToken:
     return AccessToken(
-        token=token, client_id=str(caller.key_id), scopes=sorted(caller.scopes), subject=str(caller.org_id)
+        token=token,
+        client_id=str(caller.key_id),
+        scopes=sorted(caller.scopes),
+        subject=str(caller.org_id),
     )
 
 

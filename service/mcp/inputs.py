@@ -47,7 +47,9 @@ class ListMemoriesInput(BaseModel):
     project: str | None = Field(None, max_length=128, description="Only this project.")
     agent_id: str | None = Field(None, max_length=128, description="Only this agent's diary.")
     tag: str | None = Field(None, max_length=64, description="Only memories with this tag.")
-    offset: int = Field(0, ge=0, le=1_000_000, description="Skip this many memories (newest first).")
+    offset: int = Field(
+        0, ge=0, le=1_000_000, description="Skip this many memories (newest first)."
+    )
     limit: int = Field(20, ge=1, le=200, description="Return at most this many memories.")
     max_bytes: int | None = Field(
         20_000,
@@ -63,4 +65,6 @@ class ForgetInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: uuid.UUID = Field(description="Id of the memory to erase, as returned by remember or context.")
+    id: uuid.UUID = Field(
+        description="Id of the memory to erase, as returned by remember or context."
+    )

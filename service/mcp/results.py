@@ -21,7 +21,9 @@ from service.mcp.limits import dumps
 log = logging.getLogger("ctxpack.mcp")
 
 
-def ok(payload: dict[str, Any], *, text: str | None = None, meta: dict[str, Any] | None = None) -> types.CallToolResult:
+def ok(
+    payload: dict[str, Any], *, text: str | None = None, meta: dict[str, Any] | None = None
+) -> types.CallToolResult:
     """A successful result: ``text`` (default: the payload as compact JSON) for the model,
     the payload as ``structuredContent`` for programs, and ``_meta`` when given."""
     return types.CallToolResult(
@@ -48,7 +50,10 @@ def from_exception(exc: BaseException, tool: str) -> types.CallToolResult:
         log.info("tool_error", extra={"tool": tool, "code": exc.code, "status": exc.status_code})
         return failed(exc.status_code, exc.to_dict())
     if isinstance(exc, RemoteError):
-        log.info("tool_error", extra={"tool": tool, "code": exc.body.get("code"), "status": exc.status_code})
+        log.info(
+            "tool_error",
+            extra={"tool": tool, "code": exc.body.get("code"), "status": exc.status_code},
+        )
         return failed(exc.status_code, exc.body)
     log.error("tool_crashed", extra={"tool": tool, "exc_type": type(exc).__name__}, exc_info=exc)
     return failed(500, {"code": "internal_error", "message": "Internal error; see the server log"})

@@ -31,7 +31,9 @@ def build_server(backend: Backend, *, tools: tuple[ToolSpec, ...] = TOOLS) -> Se
     by_name = {spec.name: spec for spec in tools}
     listing = [spec.to_tool() for spec in tools]
 
-    async def list_tools(rc: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(
+        rc: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listing)
 
     async def call_tool(rc: Any, params: types.CallToolRequestParams) -> types.CallToolResult:

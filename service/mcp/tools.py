@@ -101,18 +101,30 @@ def _memory_item(item: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in item.items() if v is not None and v != [] and v != {}}
 
 
-async def _list_memories(backend: Backend, rc: Any, args: ListMemoriesInput) -> types.CallToolResult:
+async def _list_memories(
+    backend: Backend, rc: Any, args: ListMemoriesInput
+) -> types.CallToolResult:
     page = await backend.list_memories(rc, args)
     items = [_memory_item(m.model_dump(mode="json")) for m in page.items]
     # The page's fields around the items, at their longest, come out of the byte budget.
     widest = {
-        "offset": page.offset, "limit": page.limit, "total": page.total, "has_more": False,
-        "next_offset": page.offset + page.limit + 1000, "items": [],
-        "truncated": {"reason": "max_bytes", "max_bytes": args.max_bytes,
-                      "items_dropped": len(items), "content_clipped": False},
+        "offset": page.offset,
+        "limit": page.limit,
+        "total": page.total,
+        "has_more": False,
+        "next_offset": page.offset + page.limit + 1000,
+        "items": [],
+        "truncated": {
+            "reason": "max_bytes",
+            "max_bytes": args.max_bytes,
+            "items_dropped": len(items),
+            "content_clipped": False,
+        },
     }
     overhead = len(dumps(widest).encode()) + 8
-    fitted = fit_items(items, args.max_bytes, clip=lambda i, b: clip_field(i, "content", b), overhead=overhead)
+    fitted = fit_items(
+        items, args.max_bytes, clip=lambda i, b: clip_field(i, "content", b), overhead=overhead
+    )
     kept = len(fitted.items)
     has_more = page.offset + kept < page.total
     payload: dict[str, Any] = {

@@ -28,7 +28,9 @@ async def test_no_key_is_401_json_before_mcp(client: httpx.AsyncClient) -> None:
 
 
 async def test_bad_key_is_401(client: httpx.AsyncClient) -> None:
-    response = await client.post("/mcp", json=INIT, headers={**HEADERS, "Authorization": "Bearer ctxp_nope"})
+    response = await client.post(
+        "/mcp", json=INIT, headers={**HEADERS, "Authorization": "Bearer ctxp_nope"}
+    )
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "unauthorized"
 

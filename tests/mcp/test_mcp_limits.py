@@ -21,14 +21,20 @@ def test_head_and_tail_keep_whole_lines_and_say_so() -> None:
     assert head.text.startswith("line 0:")
     assert head.text.splitlines()[2].startswith("line 2:")
     assert head.truncation is not None
-    assert (head.truncation.kept_lines, head.truncation.original_lines, head.truncation.position) == (3, 100, "head")
+    assert (
+        head.truncation.kept_lines,
+        head.truncation.original_lines,
+        head.truncation.position,
+    ) == (3, 100, "head")
     assert head.text.splitlines()[-1].startswith("[truncated: kept the first 3 of 100 lines")
     tail = limit_text(TEXT, tail=2)
     assert tail.text.splitlines()[:2] == ["line 98: " + "x" * 40, "line 99: " + "x" * 40]
-    assert tail.truncation is not None and tail.truncation.position == "tail"
+    assert tail.truncation is not None
+    assert tail.truncation.position == "tail"
     assert "kept the last 2 of 100 lines" in tail.text
     both = limit_text(TEXT, head=1, tail=5)
-    assert both.truncation is not None and both.truncation.kept_lines == 1  # head wins
+    assert both.truncation is not None
+    assert both.truncation.kept_lines == 1
 
 
 def test_max_bytes_cuts_at_line_boundaries_note_included() -> None:
@@ -47,7 +53,8 @@ def test_one_long_line_is_cut_inside_without_splitting_characters() -> None:
     text = "é" * 5000
     limited = limit_text(text, max_bytes=NOTE_RESERVE + 101)
     body = limited.text.splitlines()[0]
-    assert set(body) == {"é"} and len(body.encode()) <= 101
+    assert set(body) == {"é"}
+    assert len(body.encode()) <= 101
     assert len(limited.text.encode()) <= NOTE_RESERVE + 101
 
 
@@ -60,9 +67,11 @@ def test_fit_items_drops_whole_items_then_clips_the_first() -> None:
     items = [{"id": i, "content": "y" * 100} for i in range(10)]
     fitted = fit_items(items, 500, clip=lambda i, b: clip_field(i, "content", b))
     assert len(dumps(fitted.items).encode()) <= 500
-    assert fitted.dropped == 10 - len(fitted.items) and not fitted.clipped
+    assert fitted.dropped == 10 - len(fitted.items)
+    assert not fitted.clipped
     one = fit_items(items, 60, clip=lambda i, b: clip_field(i, "content", b))
-    assert one.clipped and len(one.items) == 1
+    assert one.clipped
+    assert len(one.items) == 1
     assert len(dumps(one.items[0]).encode()) <= 60
     assert fit_items(items, None, clip=lambda i, b: i).items == items
 

@@ -38,15 +38,22 @@ async def test_tools_over_http(live_server: str, key: Key, mode: str) -> None:
     async with http_client(live_server, key.key, mode) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert {"remember", "list_memories", "forget"} <= names
-        stored = await client.call_tool("remember", {"content": FACT, "namespace": "ops", "type": "procedure"})
+        stored = await client.call_tool(
+            "remember", {"content": FACT, "namespace": "ops", "type": "procedure"}
+        )
         assert not stored.is_error, stored
-        assert stored.meta is not None and stored.meta["context"] == {"consumed": True}
+        assert stored.meta is not None
+        assert stored.meta["context"] == {"consumed": True}
         memory_id = structured(stored)["id"]
         listed = structured(await client.call_tool("list_memories", {"namespace": "ops"}))
         assert [m["id"] for m in listed["items"]] == [memory_id]
         assert (listed["offset"], listed["total"], listed["has_more"]) == (0, 1, False)
         gone = await client.call_tool("forget", {"id": memory_id})
-        assert structured(gone) == {"id": memory_id, "deleted": True, "audit_id": structured(gone)["audit_id"]}
+        assert structured(gone) == {
+            "id": memory_id,
+            "deleted": True,
+            "audit_id": structured(gone)["audit_id"],
+        }
         again = await client.call_tool("forget", {"id": memory_id})
         assert again.is_error
         assert structured(again)["error"]["code"] == "not_found"
@@ -72,7 +79,10 @@ async def test_revoked_or_unknown_key_no_access(live_server: str) -> None:
     response = httpx.post(
         f"{live_server}/mcp",
         json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
-        headers={"Accept": "application/json, text/event-stream", "Authorization": "Bearer ctxp_unknown"},
+        headers={
+            "Accept": "application/json, text/event-stream",
+            "Authorization": "Bearer ctxp_unknown",
+        },
     )
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "unauthorized"
@@ -99,6 +109,8 @@ async def test_tool_calls_are_audited_like_http(live_server: str, key: Key) -> N
         await client.call_tool("remember", {"content": FACT, "namespace": "ops"})
         await client.call_tool("remember", {"content": "ok", "namespace": "ops"})
         await client.call_tool("remember", {"namespace": "ops"})
-    rows = httpx.get(f"{live_server}/v1/audit", params={"action": "remember"}, headers=key.headers).json()["items"]
+    rows = httpx.get(
+        f"{live_server}/v1/audit", params={"action": "remember"}, headers=key.headers
+    ).json()["items"]
     outcomes = sorted((r["outcome"], r["status_code"]) for r in rows)
     assert outcomes == [("created", 201), ("rejected", 422), ("rejected", 422)]

@@ -30,9 +30,12 @@ async def test_stdio_tools(pg_url: str, live_server: str, key: Key, remote: bool
     async with Client(params(pg_url, key.key, *extra)) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert {"remember", "list_memories", "forget"} <= names
-        stored = await client.call_tool("remember", {"content": FACT, "namespace": "billing", "type": "claim"})
+        stored = await client.call_tool(
+            "remember", {"content": FACT, "namespace": "billing", "type": "claim"}
+        )
         assert not stored.is_error, stored
-        assert stored.meta is not None and stored.meta["context"] == {"consumed": True}
+        assert stored.meta is not None
+        assert stored.meta["context"] == {"consumed": True}
         listed = structured(await client.call_tool("list_memories", {"namespace": "billing"}))
         assert [m["content"] for m in listed["items"]] == [FACT]
         rejected = await client.call_tool("remember", {"content": "ok", "namespace": "billing"})
@@ -72,8 +75,12 @@ def test_missing_key_exits(pg_url: str) -> None:
     env = server_env(pg_url)
     env.pop("CTXPACK_API_KEY", None)
     done = subprocess.run(
-        [sys.executable, "-m", "service", "mcp"], env=env, cwd=ROOT,
-        stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+        [sys.executable, "-m", "service", "mcp"],
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
     )
     assert done.returncode == 2
     assert b"CTXPACK_API_KEY" in done.stderr

@@ -17,44 +17,63 @@ FACT = "We chose Postgres full-text search over Elasticsearch to keep one datast
 
 def facts(n: int, size: int = 0) -> list[str]:
     pad = " Detail: " + "lorem ipsum dolor sit amet " * (size // 27) if size else ""
-    return [f"Service {i} owns the {i}th queue and drains it every {i + 1} minutes.{pad}" for i in range(n)]
+    return [
+        f"Service {i} owns the {i}th queue and drains it every {i + 1} minutes.{pad}"
+        for i in range(n)
+    ]
 
 
-async def test_lists_the_tools_with_schemas_from_the_http_models(connect: Connect, key: Key) -> None:
+async def test_lists_the_tools_with_schemas_from_the_http_models(
+    connect: Connect, key: Key
+) -> None:
     async with connect(key) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert {"remember", "list_memories", "forget"} <= set(tools)
     assert tools["remember"].input_schema == RememberRequest.model_json_schema()
     assert tools["list_memories"].input_schema["properties"]["limit"]["maximum"] == 200
-    assert tools["forget"].annotations is not None and tools["forget"].annotations.destructive_hint
-    assert tools["list_memories"].annotations is not None and tools["list_memories"].annotations.read_only_hint
+    assert tools["forget"].annotations is not None
+    assert tools["forget"].annotations.destructive_hint
+    assert tools["list_memories"].annotations is not None
+    assert tools["list_memories"].annotations.read_only_hint
     for tool in tools.values():
-        assert tool.description and len(tool.description) > 200, tool.name
-        assert "Returns" in tool.description, tool.name
+        assert len(tool.description or "") > 200, tool.name
+        assert "Returns" in (tool.description or ""), tool.name
 
 
-async def test_remember_answers_consumed_and_the_http_body(connect: Connect, key: Key, client: httpx.AsyncClient) -> None:
+async def test_remember_answers_consumed_and_the_http_body(
+    connect: Connect, key: Key, client: httpx.AsyncClient
+) -> None:
     async with connect(key) as mcp:
-        result = await mcp.call_tool("remember", {"content": FACT, "namespace": "alice", "type": "decision"})
-        again = await mcp.call_tool("remember", {"content": FACT, "namespace": "alice", "type": "decision"})
+        result = await mcp.call_tool(
+            "remember", {"content": FACT, "namespace": "alice", "type": "decision"}
+        )
+        again = await mcp.call_tool(
+            "remember", {"content": FACT, "namespace": "alice", "type": "decision"}
+        )
     assert not result.is_error, result
     body = structured(result)
     assert body["status"] == "created"
     assert body["facet"] == "decisions"
-    assert result.meta is not None and result.meta["context"] == {"consumed": True}
+    assert result.meta is not None
+    assert result.meta["context"] == {"consumed": True}
     assert json.loads(result.content[0].text) == body
     assert structured(again)["status"] == "duplicate"
     assert structured(again)["id"] == body["id"]
-    assert again.meta is not None and again.meta["context"] == {"consumed": True}
+    assert again.meta is not None
+    assert again.meta["context"] == {"consumed": True}
     stored = await client.get(f"/v1/memories/{body['id']}", headers=key.headers)
     assert stored.json()["content"] == FACT
 
 
-async def test_remember_failures_are_tool_errors_with_the_http_codes(connect: Connect, key: Key) -> None:
+async def test_remember_failures_are_tool_errors_with_the_http_codes(
+    connect: Connect, key: Key
+) -> None:
     async with connect(key) as mcp:
         gated = await mcp.call_tool("remember", {"content": "ok thanks", "namespace": "alice"})
         missing = await mcp.call_tool("remember", {"namespace": "alice"})
-        bad_ns = await mcp.call_tool("remember", {"content": FACT, "namespace": "no spaces allowed"})
+        bad_ns = await mcp.call_tool(
+            "remember", {"content": FACT, "namespace": "no spaces allowed"}
+        )
         unknown_link = await mcp.call_tool(
             "remember", {"content": FACT, "namespace": "alice", "supersedes": str(uuid.uuid4())}
         )
@@ -64,7 +83,8 @@ async def test_remember_failures_are_tool_errors_with_the_http_codes(connect: Co
         assert json.loads(result.content[0].text) == structured(result)
     error = structured(gated)["error"]
     assert (error["code"], error["status"], error["field"]) == ("gate_rejected", 422, "content")
-    assert error["reasons"][0]["code"] == "fragment" and error["reasons"][0]["hint"]
+    assert error["reasons"][0]["code"] == "fragment"
+    assert error["reasons"][0]["hint"]
     error = structured(missing)["error"]
     assert (error["code"], error["field"]) == ("validation_error", "content")
     assert error["message"] == "content: Field required"
@@ -78,9 +98,14 @@ async def test_redaction_reported_and_secret_never_echoed(connect: Connect, key:
     async with connect(key) as mcp:
         result = await mcp.call_tool(
             "remember",
-            {"content": f"The staging OpenAI key is {secret} and rotates monthly.", "namespace": "alice"},
+            {
+                "content": f"The staging OpenAI key is {secret} and rotates monthly.",
+                "namespace": "alice",
+            },
         )
-        invalid = await mcp.call_tool("remember", {"content": secret, "namespace": "alice", "tags": [secret * 3]})
+        invalid = await mcp.call_tool(
+            "remember", {"content": secret, "namespace": "alice", "tags": [secret * 3]}
+        )
     assert structured(result)["redactions"], result
     assert secret not in result.content[0].text
     assert secret not in invalid.content[0].text
@@ -104,7 +129,9 @@ async def test_scopes_projects_and_namespaces_apply(connect: Connect, make_key: 
     assert structured(outside)["error"]["status"] == 403
     assert structured(listing)["error"]["code"] == "namespace_access_denied"
     async with connect(projected) as mcp:
-        other = await mcp.call_tool("remember", {"content": FACT, "namespace": "a", "project": "api"})
+        other = await mcp.call_tool(
+            "remember", {"content": FACT, "namespace": "a", "project": "api"}
+        )
     assert structured(other)["error"]["code"] == "project_access_denied"
 
 
@@ -136,37 +163,62 @@ async def test_unknown_tool_is_a_tool_error(connect: Connect, key: Key) -> None:
 async def test_list_memories_pages(connect: Connect, key: Key) -> None:
     async with connect(key) as mcp:
         for text in facts(5):
-            assert not (await mcp.call_tool("remember", {"content": text, "namespace": "team:p"})).is_error
-        first = structured(await mcp.call_tool("list_memories", {"namespace": "team:*", "limit": 2}))
-        last = structured(await mcp.call_tool("list_memories", {"namespace": "team:*", "limit": 2, "offset": 4}))
-        beyond = structured(await mcp.call_tool("list_memories", {"namespace": "team:*", "offset": 10}))
+            assert not (
+                await mcp.call_tool("remember", {"content": text, "namespace": "team:p"})
+            ).is_error
+        first = structured(
+            await mcp.call_tool("list_memories", {"namespace": "team:*", "limit": 2})
+        )
+        last = structured(
+            await mcp.call_tool("list_memories", {"namespace": "team:*", "limit": 2, "offset": 4})
+        )
+        beyond = structured(
+            await mcp.call_tool("list_memories", {"namespace": "team:*", "offset": 10})
+        )
         typed = structured(await mcp.call_tool("list_memories", {"type": "decision"}))
     assert (first["offset"], first["limit"], first["total"], first["has_more"]) == (0, 2, 5, True)
-    assert first["next_offset"] == 2 and len(first["items"]) == 2
+    assert first["next_offset"] == 2
+    assert len(first["items"]) == 2
     assert "truncated" not in first
-    assert (last["total"], last["has_more"], last["next_offset"], len(last["items"])) == (5, False, None, 1)
-    assert beyond["items"] == [] and not beyond["has_more"]
+    assert (last["total"], last["has_more"], last["next_offset"], len(last["items"])) == (
+        5,
+        False,
+        None,
+        1,
+    )
+    assert beyond["items"] == []
+    assert not beyond["has_more"]
     assert typed["total"] == 0
 
 
 async def test_list_memories_stays_under_max_bytes(connect: Connect, key: Key) -> None:
     async with connect(key) as mcp:
         for text in facts(6, size=1500):
-            assert not (await mcp.call_tool("remember", {"content": text, "namespace": "big"})).is_error
+            assert not (
+                await mcp.call_tool("remember", {"content": text, "namespace": "big"})
+            ).is_error
         page = await mcp.call_tool("list_memories", {"namespace": "big", "max_bytes": 4000})
-        whole = structured(await mcp.call_tool("list_memories", {"namespace": "big", "max_bytes": None}))
+        whole = structured(
+            await mcp.call_tool("list_memories", {"namespace": "big", "max_bytes": None})
+        )
         tiny = await mcp.call_tool("list_memories", {"namespace": "big", "max_bytes": 600})
         too_small = await mcp.call_tool("list_memories", {"max_bytes": 10})
     body = structured(page)
     assert len(page.content[0].text.encode()) <= 4000
     assert 1 <= len(body["items"]) < 6
-    assert body["has_more"] and body["next_offset"] == len(body["items"])
+    assert body["has_more"]
+    assert body["next_offset"] == len(body["items"])
     assert body["truncated"] == {
-        "reason": "max_bytes", "max_bytes": 4000, "items_dropped": 6 - len(body["items"]), "content_clipped": False,
+        "reason": "max_bytes",
+        "max_bytes": 4000,
+        "items_dropped": 6 - len(body["items"]),
+        "content_clipped": False,
     }
-    assert len(whole["items"]) == 6 and "truncated" not in whole
+    assert len(whole["items"]) == 6
+    assert "truncated" not in whole
     small = structured(tiny)
-    assert len(small["items"]) == 1 and small["items"][0]["content"].endswith("…")
+    assert len(small["items"]) == 1
+    assert small["items"][0]["content"].endswith("…")
     assert small["truncated"]["content_clipped"]
     assert len(tiny.content[0].text.encode()) <= 600
     assert structured(too_small)["error"]["field"] == "max_bytes"
@@ -174,7 +226,9 @@ async def test_list_memories_stays_under_max_bytes(connect: Connect, key: Key) -
 
 async def test_forget_erases(connect: Connect, key: Key, client: httpx.AsyncClient) -> None:
     async with connect(key) as mcp:
-        memory_id = structured(await mcp.call_tool("remember", {"content": FACT, "namespace": "alice"}))["id"]
+        memory_id = structured(
+            await mcp.call_tool("remember", {"content": FACT, "namespace": "alice"})
+        )["id"]
         gone = await mcp.call_tool("forget", {"id": memory_id})
         twice = await mcp.call_tool("forget", {"id": memory_id})
         not_an_id = await mcp.call_tool("forget", {"id": "42"})
@@ -187,7 +241,9 @@ async def test_forget_erases(connect: Connect, key: Key, client: httpx.AsyncClie
 async def test_other_orgs_memories_are_invisible(connect: Connect, make_key: KeyFactory) -> None:
     mine, theirs = await make_key(), await make_key()
     async with connect(theirs) as mcp:
-        their_id = structured(await mcp.call_tool("remember", {"content": FACT, "namespace": "alice"}))["id"]
+        their_id = structured(
+            await mcp.call_tool("remember", {"content": FACT, "namespace": "alice"})
+        )["id"]
     async with connect(mine) as mcp:
         listing = structured(await mcp.call_tool("list_memories", {}))
         forget = await mcp.call_tool("forget", {"id": their_id})
@@ -206,11 +262,21 @@ async def test_other_orgs_memories_are_invisible(connect: Connect, make_key: Key
     ],
 )
 async def test_tool_calls_are_audited_with_the_http_actions(
-    connect: Connect, key: Key, client: httpx.AsyncClient,
-    tool: str, arguments: dict[str, object], action: str, outcome: str, status: int,
+    connect: Connect,
+    key: Key,
+    client: httpx.AsyncClient,
+    tool: str,
+    arguments: dict[str, object],
+    action: str,
+    outcome: str,
+    status: int,
 ) -> None:
     async with connect(key) as mcp:
         await mcp.call_tool(tool, arguments)
-    rows = (await client.get("/v1/audit", params={"full": "true"}, headers=key.headers)).json()["items"]
-    assert [(r["action"], r["outcome"], r["status_code"]) for r in rows] == [(action, outcome, status)]
+    rows = (await client.get("/v1/audit", params={"full": "true"}, headers=key.headers)).json()[
+        "items"
+    ]
+    assert [(r["action"], r["outcome"], r["status_code"]) for r in rows] == [
+        (action, outcome, status)
+    ]
     assert rows[0]["key_id"] == str(key.key_id)
