@@ -20,3 +20,7 @@ def install(app: FastAPI, settings: Settings) -> None:
     from service.mcp import http as mcp_http  # MCP (streamable HTTP) at /mcp, same Bearer keys
 
     mcp_http.install(app, settings)
+    from service.api import limits, metrics  # per-key rate limits; /metrics, request logs
+
+    limits.install(app, settings)
+    metrics.install(app, settings)
