@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service import metrics
 from service.config import Settings
 from service.domain import audit as audit_service
 from service.domain.audit import AuditContext
@@ -224,6 +225,16 @@ def _request_summary(items: list[_Prepared]) -> dict[str, Any]:
     return summary
 
 
+def _count(items: list[_Prepared], statuses: dict[str, int]) -> None:
+    """Report a finished call to the metrics: redactions, gate reasons, outcomes."""
+    for item in items:
+        metrics.count_redactions(item.redactions)
+        if item.rejection is not None:
+            metrics.count_gate_rejections(r.code for r in item.rejection)
+    for status, n in statuses.items():
+        metrics.count_writes(status, n)
+
+
 async def _store(
     session: AsyncSession,
     embedder: AsyncEmbedder,
@@ -337,6 +348,7 @@ async def remember(
     item = _prepare(0, req, caller, settings, WriteGate(gate_config(settings)), "")
     ctx.request = _request_summary([item])
     if item.rejection is not None:
+        _count([item], {"rejected": 1})
         raise GateRejected([r.model_dump() for r in item.rejection])
     await _validate_links(MemoryRepository(session), caller, [item], None)
     status, memory_id, dups = (await _store(session, embedder, settings, caller, [item]))[0]
@@ -355,6 +367,7 @@ async def remember(
         },
         redaction_count=sum(item.redactions.values()),
     )
+    _count([item], {status: 1})
     return RememberResponse(
         id=memory_id,
         status=status,  # type: ignore[arg-type]
@@ -434,6 +447,7 @@ async def remember_batch(
         redaction_count=sum(sum(i.redactions.values()) for i in items),
         rejection_count=counts["rejected"],
     )
+    _count(items, counts)
     return RememberBatchResponse(
         items=results,
         created=counts["created"],
