@@ -41,10 +41,15 @@ async def test_requests_counted_by_route_template(client: httpx.AsyncClient, key
         value(before, "ctxpack_http_requests_total", **route, status="404") + 1
     )
     assert value(after, "ctxpack_http_request_duration_seconds_count", **route) >= 1
-    assert value(after, "ctxpack_http_requests_total", method="GET", route="unmatched", status="404") >= 1
+    assert (
+        value(after, "ctxpack_http_requests_total", method="GET", route="unmatched", status="404")
+        >= 1
+    )
     text = (await client.get("/metrics")).text
-    assert str(missing) not in text and "no-such-endpoint" not in text
-    assert key.key not in text and str(key.org_id) not in text
+    assert str(missing) not in text
+    assert "no-such-endpoint" not in text
+    assert key.key not in text
+    assert str(key.org_id) not in text
 
 
 async def test_gate_rejections_redactions_and_writes(client: httpx.AsyncClient, key: Key) -> None:
@@ -63,7 +68,12 @@ async def test_gate_rejections_redactions_and_writes(client: httpx.AsyncClient, 
     reasons = [r["code"] for r in rejected.json()["error"]["reasons"]]
     batch = await client.post(
         "/v1/remember/batch",
-        json={"items": [{"namespace": "alice", "content": "hmm"}, {"namespace": "bob", "content": FACT}]},
+        json={
+            "items": [
+                {"namespace": "alice", "content": "hmm"},
+                {"namespace": "bob", "content": FACT},
+            ]
+        },
         headers=key.headers,
     )
     assert batch.json()["rejected"] == 1
@@ -86,7 +96,9 @@ async def test_request_id_is_echoed_or_made(client: httpx.AsyncClient) -> None:
     made = await client.get("/healthz", headers={"X-Request-ID": "bad id\twith spaces"})
     assert made.headers["X-Request-ID"] != "bad id\twith spaces"
     assert len(made.headers["X-Request-ID"]) == 32
-    refused = await client.post("/v1/remember", content=b"x" * 10, headers={"Content-Length": "999999999"})
+    refused = await client.post(
+        "/v1/remember", content=b"x" * 10, headers={"Content-Length": "999999999"}
+    )
     assert refused.status_code == 413
     assert refused.headers["X-Request-ID"]
 
