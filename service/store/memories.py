@@ -49,6 +49,20 @@ def project_scope(key_projects: Sequence[str]) -> ColumnElement[bool]:
     return or_(Memory.project.is_(None), Memory.project.in_(list(key_projects)))
 
 
+_ITERATIVE_SCAN: dict[str, bool] = {}
+
+
+async def supports_iterative_scan(session: AsyncSession) -> bool:
+    """pgvector >= 0.8 has hnsw.iterative_scan; 0.7 (still supported) rejects the setting."""
+    if "ok" not in _ITERATIVE_SCAN:
+        version = (
+            await session.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'vector'"))
+        ).scalar_one_or_none() or "0"
+        major, minor = (int(x) for x in (version.split(".") + ["0"])[:2])
+        _ITERATIVE_SCAN["ok"] = (major, minor) >= (0, 8)
+    return _ITERATIVE_SCAN["ok"]
+
+
 class MemoryRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -103,15 +117,20 @@ class MemoryRepository:
         sql = text(
             """
             SELECT p.idx, m.id, m.name, 1 - m.dist AS score
-            FROM unnest(CAST(:idxs AS int[]), CAST(:namespaces AS text[]),
-                        CAST(:types AS text[]), CAST(:vecs AS text[]))
-                 AS p(idx, namespace, type, vec)
+            FROM (
+                -- Parse each probe vector once, not once per compared row.
+                SELECT idx, namespace, type, CAST(vec AS vector) AS vec
+                FROM unnest(CAST(:idxs AS int[]), CAST(:namespaces AS text[]),
+                            CAST(:types AS text[]), CAST(:vecs AS text[]))
+                     AS u(idx, namespace, type, vec)
+                OFFSET 0  -- a fence: keeps Postgres from inlining the cast into the scan
+            ) p
             CROSS JOIN LATERAL (
-                SELECT id, name, embedding <=> CAST(p.vec AS vector) AS dist
+                SELECT id, name, embedding <=> p.vec AS dist
                 FROM memories
                 WHERE org_id = :org AND namespace = p.namespace AND type = p.type
                   AND superseded_by IS NULL
-                ORDER BY embedding <=> CAST(p.vec AS vector)
+                ORDER BY embedding <=> p.vec
                 LIMIT :lim
             ) m
             WHERE 1 - m.dist >= :threshold
@@ -127,6 +146,10 @@ class MemoryRepository:
             "lim": limit,
             "threshold": threshold,
         }
+        # Big namespaces go through HNSW; let it keep scanning past rows the filter drops
+        # (pgvector >= 0.8), instead of returning fewer neighbours than exist.
+        if await supports_iterative_scan(self.session):
+            await self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
         out: dict[int, list[tuple[uuid.UUID, str, float]]] = {}
         for idx, mid, name, score in (await self.session.execute(sql, params)).all():
             out.setdefault(idx, []).append((mid, name, float(score)))
