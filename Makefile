@@ -1,5 +1,5 @@
 # ctxpack: two commands. `make run` serves on an embedded Postgres; `make test` passes the suite.
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -9,7 +9,7 @@ PORT ?= 8080
 .PHONY: install run test test-slow bench lint clean
 
 $(BIN)/python:
-	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or set PYTHON=...)"; exit 1; }
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), sys.version' || { echo "need Python >= 3.11 (set PYTHON=...)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
