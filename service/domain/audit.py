@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
 import json
 import logging
 import time
@@ -37,7 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from service.domain import namespaces
 from service.domain.auth import Caller
-from service.errors import InvalidInput, NotFound
+from service.errors import InvalidInput, NotFound, PermissionDenied
 from service.schemas.audit import (
     AuditEvent,
     AuditEventSummary,
@@ -244,6 +245,47 @@ async def get_audit(session: AsyncSession, caller: Caller, audit_id: uuid.UUID) 
     if row is None:
         raise NotFound(f"No audit event {audit_id}")
     return event_of(row)
+
+
+# --- replay -----------------------------------------------------------------------------
+
+
+def narrow_prefixes(a: Sequence[str], b: Sequence[str]) -> tuple[str, ...] | None:
+    """The namespaces both prefix lists allow, as a prefix list (empty list: unlimited).
+
+    Returns None when the two lists share no namespace at all.
+    """
+    if not a or not b:
+        return tuple(a or b)
+    both = {p for p in a for q in b if namespaces.within_prefix(p, q)}
+    both |= {q for p in a for q in b if namespaces.within_prefix(q, p)}
+    return tuple(sorted(both)) or None
+
+
+def narrow_projects(a: Sequence[str], b: Sequence[str]) -> tuple[str, ...] | None:
+    """The projects both lists allow (empty list: unlimited); None when they share none."""
+    if not a or not b:
+        return tuple(a or b)
+    return tuple(sorted(set(a) & set(b))) or None
+
+
+async def replay_scope(session: AsyncSession, caller: Caller, row: AuditEvent) -> Caller:
+    """The caller a replay runs as: the current key, limited to what both it and the key
+    that made the recorded call may see (a key's limits as they are now)."""
+    recorded = None
+    if row.key_id is not None:
+        recorded = await AuditRepository(session).key_limits(caller.org_id, row.key_id)
+    if recorded is None:
+        return caller
+    prefixes = narrow_prefixes(caller.namespace_prefixes, recorded[0])
+    if prefixes is None:
+        raise PermissionDenied(
+            "This key and the key that made the recorded call share no namespace"
+        )
+    projects = narrow_projects(caller.projects, recorded[1])
+    if projects is None:
+        raise PermissionDenied("This key and the key that made the recorded call share no project")
+    return dataclasses.replace(caller, namespace_prefixes=prefixes, projects=projects)
 
 
 # --- replay diff ------------------------------------------------------------------------

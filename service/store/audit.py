@@ -28,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID, array, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.store.models import AuditEvent, Org
+from service.store.models import ApiKey, AuditEvent, Org
 
 # pg_try_advisory_xact_lock key for the retention job, so that several server processes
 # sharing a database do not prune the same rows at once. ("ctxaudit" as a big-endian int64.)
@@ -251,6 +251,16 @@ class AuditRepository:
             result = await self.session.execute(stmt)
             changed += int(result.rowcount)  # type: ignore[attr-defined]
         return changed
+
+    async def key_limits(
+        self, org_id: uuid.UUID, key_id: uuid.UUID
+    ) -> tuple[list[str], list[str]] | None:
+        """A key's (namespace prefixes, projects), revoked or not; None if it is gone."""
+        stmt = select(ApiKey.namespace_prefixes, ApiKey.projects).where(
+            ApiKey.org_id == org_id, ApiKey.id == key_id
+        )
+        row = (await self.session.execute(stmt)).first()
+        return None if row is None else (list(row[0]), list(row[1]))
 
     async def orgs(self) -> list[Org]:
         return list((await self.session.execute(select(Org).order_by(Org.name))).scalars())
