@@ -14,22 +14,34 @@ dropped when the table grows, which bounds its memory by the keys active in the 
 
 Request size. ``RequestGuard`` (service/app.py) refuses bodies over ``max_body_bytes`` with
 413 before any work; fields have their own bounds in the schemas (422).
+
+Request text. ``JsonGuard`` refuses, with 422 naming the field and before any work, what no
+endpoint can store or should parse: a NUL character or a lone UTF-16 surrogate anywhere in a
+JSON body or a query parameter (Postgres text and jsonb reject NUL; UTF-8 has no surrogates),
+and JSON nested deeper than ``MAX_JSON_DEPTH`` (Python's parser would recurse until it
+fails). Bodies are checked with two C-speed scans first and parsed only when those find
+something; a typical call pays a few microseconds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from starlette.middleware import Middleware
 from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import metrics
 from service.api.metrics import route_template
@@ -161,6 +173,166 @@ async def run_rate_limiter(app: FastAPI, state: Any) -> AsyncIterator[None]:
         state.extras.pop(EXTRA, None)
 
 
+# --- request text ---------------------------------------------------------------------------
+
+MAX_JSON_DEPTH = 32
+"""Deepest JSON accepted in any body: metadata's own limit (8) inside a batch or an MCP
+envelope is about 12."""
+
+_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{},:]', re.DOTALL)
+_SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
+_BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def _text_problem(text: str) -> str | None:
+    found = _BAD_TEXT.search(text)
+    if found is None:
+        return None
+    if found.group() == "\x00":
+        return "NUL characters are not allowed in text"
+    return "lone surrogate code points (\\ud800-\\udfff) are not valid text"
+
+
+def _too_deep(body: bytes, max_depth: int) -> tuple[str, str] | None:
+    """The path at which ``body`` nests deeper than ``max_depth``, found without parsing
+    (so without recursion): a scan over its strings, brackets, colons and commas."""
+    # Each open container: [is_object, label (key or index), expecting_key, last string].
+    stack: list[list[Any]] = []
+    for token in _TOKENS.finditer(body):
+        raw = token.group()
+        top = stack[-1] if stack else None
+        if raw[:1] == b'"':
+            if top is not None and top[0] and top[2]:
+                top[3] = raw
+        elif raw in (b"{", b"["):
+            stack.append([raw == b"{", None if raw == b"{" else 0, True, b'""'])
+            if len(stack) > max_depth:
+                labels = [str(f[1]) for f in stack[:-1] if f[1] is not None]
+                return ".".join(labels) or "body", f"JSON nests deeper than {max_depth} levels"
+        elif raw in (b"}", b"]"):
+            if stack:
+                stack.pop()
+        elif top is not None and raw == b":" and top[0]:
+            try:
+                top[1] = json.loads(top[3])
+            except ValueError:
+                top[1] = "?"
+            top[2] = False
+        elif top is not None and raw == b",":
+            if top[0]:
+                top[2] = True
+            else:
+                top[1] += 1
+    return None
+
+
+def _bad_text_in(value: Any) -> tuple[str, str] | None:
+    """The path of the first string (key or value) in ``value`` that Postgres cannot
+    store, walking without recursion."""
+    todo: list[tuple[tuple[str, ...], Any]] = [((), value)]
+    while todo:
+        path, item = todo.pop()
+        if isinstance(item, str):
+            problem = _text_problem(item)
+            if problem:
+                return ".".join(path) or "body", problem
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                problem = _text_problem(key)
+                if problem:
+                    return ".".join((*path, key.encode("utf-8", "replace").decode())), problem
+                todo.append(((*path, key), child))
+        elif isinstance(item, list):
+            todo.extend(((*path, str(i)), child) for i, child in enumerate(item))
+    return None
+
+
+def json_body_problem(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> tuple[str, str] | None:
+    """``(field, message)`` for a JSON body no endpoint may accept, else None (malformed
+    JSON is left to the endpoint, which answers it)."""
+    if body.count(b"[") + body.count(b"{") > max_depth:
+        problem = _too_deep(body, max_depth)
+        if problem is not None:
+            return problem
+    if _SUSPECT_ESCAPE.search(body) is None:
+        return None
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    return _bad_text_in(value)
+
+
+def query_problem(query_string: bytes) -> tuple[str, str] | None:
+    """``(parameter, message)`` for a query parameter holding a NUL, else None."""
+    if b"%00" not in query_string:
+        return None
+    for name, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+        problem = _text_problem(name) or _text_problem(value)
+        if problem:
+            return (name if "\x00" not in name else "query"), problem
+    return None
+
+
+class JsonGuard:
+    """Pure ASGI middleware, inside ``RequestGuard`` (which bounds the body it reads): 422
+    for NUL, lone surrogates and over-deep nesting, before the app sees the request."""
+
+    def __init__(self, app: ASGIApp, max_depth: int = MAX_JSON_DEPTH) -> None:
+        self.app = app
+        self.max_depth = max_depth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        problem = query_problem(scope.get("query_string") or b"")
+        if problem is None and scope.get("method") in _BODY_METHODS and _is_json(scope):
+            body, receive = await _buffered(receive)
+            problem = json_body_problem(body, self.max_depth)
+        if problem is None:
+            await self.app(scope, receive, send)
+            return
+        from service.api.errors import error_response
+
+        field, message = problem
+        response = error_response(
+            422, {"code": "validation_error", "message": f"{field}: {message}", "field": field}
+        )
+        await response(scope, receive, send)
+
+
+def _is_json(scope: Scope) -> bool:
+    for name, value in scope.get("headers") or []:
+        if name == b"content-type":
+            return b"json" in value.lower()
+    return True  # FastAPI parses a body without a content type as JSON
+
+
+async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
+    """Read the whole body; return it and a ``receive`` that replays it."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, replay
+
+
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorResponse"}
 
 
@@ -207,6 +379,9 @@ def _document_limits(app: FastAPI) -> None:
 
 
 def install(app: FastAPI, settings: Settings) -> None:
-    """Register the limiter's lifespan hook and document the limits (from ``routers``)."""
+    """Register the limiter's lifespan hook, guard request text and document the limits
+    (called from ``routers``)."""
     app.state.lifespan_hooks.append(run_rate_limiter)
+    # Appended, so innermost: inside RequestGuard, which bounds the body JsonGuard buffers.
+    app.user_middleware.append(Middleware(JsonGuard))
     _document_limits(app)

@@ -125,21 +125,25 @@ async def test_429_and_413_are_in_the_openapi_schema(app_with: AppFactory) -> No
 
 
 @pytest.mark.parametrize(
-    "chunked",
+    ("chunked", "content_type"),
     [
-        False,
+        (False, "application/json"),
+        (True, "application/json"),
+        (False, "text/plain"),
         pytest.param(
             True,
+            "text/plain",
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="service/app.py: _BodyTooLarge is a plain Exception, which FastAPI's "
-                "body parsing turns into 400; make it a 413 HTTPException",
+                reason="service/app.py: _BodyTooLarge is a plain Exception, which FastAPI's body "
+                "parsing turns into 400 when it reads the body itself (JSON bodies are read "
+                "first by JsonGuard); make it a 413 HTTPException",
             ),
         ),
     ],
 )
 async def test_oversized_body_is_413_before_any_work(
-    app_with: AppFactory, make_key: KeyFactory, sql: SqlRows, chunked: bool
+    app_with: AppFactory, make_key: KeyFactory, sql: SqlRows, chunked: bool, content_type: str
 ) -> None:
     key = await make_key()
     body = b'{"namespace": "alice", "content": "' + b"x" * 5000 + b'"}'
@@ -152,7 +156,7 @@ async def test_oversized_body_is_413_before_any_work(
         response = await client.post(
             "/v1/remember",
             content=stream() if chunked else body,
-            headers={**key.headers, "Content-Type": "application/json"},
+            headers={**key.headers, "Content-Type": content_type},
         )
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "payload_too_large"
@@ -193,3 +197,31 @@ async def test_oversized_fields_are_422_naming_the_field(
         assert batch.status_code == 422
         assert batch.json()["error"]["field"] == "items"
     assert await sql("SELECT 1 FROM memories WHERE org_id = :o", o=key.org_id) == []
+
+
+# --- request text (JsonGuard) --------------------------------------------------------------------
+
+
+def test_json_body_problem_finds_nul_surrogates_and_depth() -> None:
+    from service.api.limits import json_body_problem, query_problem
+
+    assert json_body_problem(b'{"content": "fine \\u00e9 \\ud83d\\ude00"}') is None
+    assert json_body_problem(b'{"content": "an escaped backslash: \\\\u0000"}') is None
+    assert json_body_problem(b'{"items": [{"content": "x\\u0000"}]}') == (
+        "items.0.content",
+        "NUL characters are not allowed in text",
+    )
+    field, message = json_body_problem(b'{"metadata": {"\\udc00": 1}}')  # type: ignore[misc]
+    assert field.startswith("metadata.")
+    assert "surrogate" in message
+    deep = b'{"metadata": {"x": ' + b"[" * 40 + b"]" * 40 + b"}}"
+    assert json_body_problem(deep) == (
+        "metadata.x." + ".".join(["0"] * 30),
+        "JSON nests deeper than 32 levels",
+    )
+    assert (
+        json_body_problem(b'{"a": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}') is None
+    )  # in a string
+    assert json_body_problem(b"{not json \\u0000") is None  # left to the endpoint
+    assert query_problem(b"tag=%00") == ("tag", "NUL characters are not allowed in text")
+    assert query_problem(b"tag=a%20b") is None
