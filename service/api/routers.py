@@ -14,6 +14,12 @@ def install(app: FastAPI, settings: Settings) -> None:
     from service.api import memories  # remember, remember/batch, /memories
 
     app.include_router(memories.router)
+    from service.api import context  # POST /v1/context
+
+    app.include_router(context.router)
+    from service.api import artifacts  # POST /v1/artifacts, GET /v1/artifacts/{id}?fields=
+
+    app.include_router(artifacts.router)
     from service.api import audit  # the audit trail and its retention job
 
     audit.install(app, settings)

@@ -1,0 +1,315 @@
+"""Context packs: the memory that matters for a goal, grouped by facet for action.
+
+``compile_context`` checks what the caller may see, derives the query, asks the retrieval
+repository for ranked, gated candidates (one SQL statement; see store/retrieval.py and the
+numbers in domain/ranking.py), then ``PackBuilder`` turns the rows into items with reasons,
+orders the facet sections for the intent, renders the markdown within its token budget and
+writes the audit row.
+
+Layers:
+    wake         <= 8 items of the wake facets (recent memory, active work, decisions,
+                 gotchas, procedures); no recency term, no graph step; sections in the
+                 fixed WAKE_FACETS order, items newest first then by id: the same store
+                 gives the same bytes.
+    recall       the working set (24 by default), each item with its one-hop neighbours.
+    deep_search  up to 50, twice the candidates, and the graph step: neighbours of the
+                 ranked items join the pack on their parent's credit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.config import Settings
+from service.domain import audit as audit_service
+from service.domain import ranking
+from service.domain.audit import AuditContext
+from service.domain.auth import Caller
+from service.domain.facets import FACET_TITLES, FACETS, INTENT_FACETS, WAKE_FACETS, facet_of
+from service.domain.pack_markdown import RenderedPack, fit_empty, render_empty, render_pack
+from service.domain.redaction import Redactor
+from service.embedding import AsyncEmbedder
+from service.schemas.context import (
+    ContextItem,
+    ContextQuality,
+    ContextRelated,
+    ContextRequest,
+    ContextResponse,
+    ContextSection,
+)
+from service.store.retrieval import RankedPack, RankedRow, RetrievalRepository, Scope
+
+_REDACTOR = Redactor()
+# How much of the goal the audit row keeps (after redaction).
+AUDIT_GOAL_CHARS = 500
+
+
+class PackBuilder:
+    """Builds the response of one call from the rows SQL ranked."""
+
+    def __init__(self, req: ContextRequest, query: str, count_tokens: Any) -> None:
+        self.req = req
+        self.query = query
+        self.count_tokens = count_tokens
+        self.intent_facets = INTENT_FACETS.get(req.intent, ())
+
+    def reason(self, row: RankedRow, facet: str) -> str:
+        """Why ``row`` is in the pack, in words."""
+        if row.via_id is not None:
+            return f"related to {row.via_id} via {row.via_relationship}"
+        parts: list[str] = []
+        if row.matched:
+            phrases = ranking.matched_phrases(self.query, row.matched) or row.matched
+            parts.append("matched goal terms " + ", ".join(f"'{p}'" for p in phrases[:4]))
+        if row.cosine is not None:
+            parts.append(f"semantic {row.cosine:.2f}")
+        text = " + ".join(parts) or "matched the goal"
+        if facet in self.intent_facets and row.prior > 1.0:
+            text += f"; {row.type} prioritised for {self.req.intent} intent"
+        if self.req.domain is not None and row.domain == self.req.domain:
+            text += f"; in domain '{row.domain}'"
+        return text
+
+    def item(self, row: RankedRow) -> ContextItem:
+        facet = facet_of(row.type)
+        return ContextItem(
+            id=row.id,
+            type=row.type,
+            name=row.name,
+            content=row.content,
+            score=round(row.score, 4),
+            facet=facet,
+            reason=self.reason(row, facet),
+            source=row.source,
+            namespace=row.namespace,
+            quality=ContextQuality(
+                origin=row.origin,
+                source=row.source,
+                url=row.url,
+                created_at=row.created_at,
+                updated_at=row.updated_at,
+                valid_at=row.valid_at,
+                project_id=row.project,
+            ),
+            metadata=row.metadata,
+            related=[ContextRelated(**r, distance=1) for r in row.related],
+        )
+
+    def sections(self, items: list[ContextItem]) -> list[ContextSection]:
+        """Facet sections in display order.
+
+        wake: WAKE_FACETS order, items newest first then by id (byte-stable).
+        Otherwise: the intent's facets first, in the intent's order; the others by their
+        best score; items by score, then id."""
+        by_facet: dict[str, list[ContextItem]] = {}
+        for item in items:
+            by_facet.setdefault(item.facet, []).append(item)
+        if self.req.layer == "wake":
+            order = [f for f in WAKE_FACETS if f in by_facet]
+            for facet in order:
+                by_facet[facet].sort(
+                    key=lambda i: (
+                        -(i.quality.created_at.timestamp() if i.quality.created_at else 0),
+                        str(i.id),
+                    )
+                )
+        else:
+            for facet_items in by_facet.values():
+                facet_items.sort(key=lambda i: (-i.score, str(i.id)))
+            first = [f for f in self.intent_facets if f in by_facet]
+            rest = sorted(
+                (f for f in by_facet if f not in first),
+                key=lambda f: (-by_facet[f][0].score, FACETS.index(f) if f in FACETS else 99),
+            )
+            order = first + rest
+        return [
+            ContextSection(facet=f, title=FACET_TITLES.get(f, f), items=by_facet[f]) for f in order
+        ]
+
+    def usage_hint(
+        self, total: int, gated_out: int, rendered: RenderedPack, has_artifacts: bool
+    ) -> str:
+        if total == 0:
+            if gated_out:
+                return (
+                    f"Nothing relevant: all {gated_out} candidates in scope fell below the "
+                    "relevance floor, so the pack is empty rather than padded with noise. "
+                    "Proceed without memory context, and remember what you learn."
+                )
+            return (
+                "Nothing relevant: no memory in this scope matches the goal. Proceed without "
+                "memory context, and remember what you learn."
+            )
+        hint = (
+            f"Inject `markdown` ({rendered.tokens} tokens) into the agent's prompt; sections "
+            f"are ordered for the {self.req.intent} intent and each item says why it was "
+            "chosen. Use item ids to supersede or forget memories."
+        )
+        if has_artifacts:
+            hint += (
+                " Artifacts are references: fetch only the fields you need with "
+                "GET /v1/artifacts/{artifact_id}?fields=a,b."
+            )
+        if rendered.omitted:
+            hint += (
+                f" {rendered.omitted} lower-ranked item(s) did not fit the markdown budget "
+                "and are only in `sections`."
+            )
+        if self.req.layer == "wake":
+            hint += (
+                " A wake pack is byte-stable for the same store: keep it in a cached prompt prefix."
+            )
+        return hint
+
+
+def _scope(
+    caller: Caller, req: ContextRequest, visible: list[str], types: list[str] | None
+) -> Scope:
+    return Scope(
+        org_id=caller.org_id,
+        namespaces=visible,
+        project=req.project,
+        key_projects=list(caller.projects),
+        agent_id=req.agent_id,
+        include_superseded=req.include_superseded,
+        types=types,
+    )
+
+
+def _request_summary(req: ContextRequest, limit: int) -> dict[str, Any]:
+    """What the audit row keeps of the request: the inputs, the goal redacted and cut."""
+    return {
+        "goal": _REDACTOR.redact(req.goal).text[:AUDIT_GOAL_CHARS],
+        "intent": req.intent,
+        "layer": req.layer,
+        "limit": limit,
+        "retrieval": req.retrieval,
+        "domain": req.domain,
+        "project": req.project,
+        "agent_id": req.agent_id,
+        "include_related": req.include_related,
+        "related_limit": req.related_limit,
+        "markdown_token_budget": req.markdown_token_budget,
+        "include_superseded": req.include_superseded,
+    }
+
+
+async def compile_context(
+    session: AsyncSession,
+    embedder: AsyncEmbedder,
+    settings: Settings,
+    caller: Caller,
+    ctx: AuditContext,
+    req: ContextRequest,
+) -> ContextResponse:
+    """Compile the context pack for ``req`` and audit the call.
+
+    Args:
+        session: the call's unit of work (the audit row is written in it).
+        embedder: embeds the derived query (not called for ``retrieval="lexical"``).
+        caller: whose org, namespaces and projects bound what the pack may hold.
+        ctx: the call's audit context.
+        req: the validated request.
+
+    Returns:
+        The pack: facet sections, markdown within the budget, ``gated_out``, ``audit_id``.
+
+    Raises:
+        PermissionDenied: the key lacks read, or may not use the namespace (403
+            ``namespace_access_denied``) or the project (403 ``Project access denied``).
+    """
+    caller.require("read")
+    ctx.namespace = req.namespace
+    limit = req.limit or ranking.DEFAULT_LIMITS[req.layer]
+    if req.layer == "wake":
+        limit = min(limit, ranking.WAKE_MAX_ITEMS)
+    ctx.request = _request_summary(req, limit)
+    visible = caller.visible_namespaces(req.namespace)
+    caller.check_project(req.project)
+
+    query = ranking.derive_query(req.goal, req.domain)
+    types = ranking.wake_types() if req.layer == "wake" else None
+    scope = _scope(caller, req, visible, types)
+    repo = RetrievalRepository(session)
+    # The query embeds in a worker thread while the scope is sized in the database.
+    embedding = (
+        asyncio.ensure_future(embedder.embed_query(query)) if req.retrieval != "lexical" else None
+    )
+    try:
+        scope_rows = await repo.scope_size(scope, settings.exact_scan_max_rows + 1)
+    finally:
+        vector = await embedding if embedding is not None else None
+    plan = ranking.build_plan(
+        ranking.PlanInputs(
+            mode=req.retrieval,
+            layer=req.layer,
+            intent=req.intent,
+            query=query,
+            query_vector=vector,
+            limit=limit,
+            domain=req.domain,
+            include_related=req.include_related,
+            related_limit=req.related_limit,
+        ),
+        settings,
+    )
+    ranked: RankedPack = await repo.rank(scope, plan, scope_rows)
+
+    builder = PackBuilder(req, query, embedder.count_tokens)
+    items = [builder.item(row) for row in ranked.rows]
+    sections = builder.sections(items)
+    if items:
+        rendered = render_pack(
+            req.goal,
+            req.intent,
+            req.layer,
+            sections,
+            req.markdown_token_budget,
+            embedder.count_tokens,
+        )
+    else:
+        rendered = fit_empty(
+            render_empty(req.goal, req.intent, req.layer, ranked.gated_out),
+            req.markdown_token_budget,
+            embedder.count_tokens,
+        )
+    ordered = [item for section in sections for item in section.items]
+    audit_id = await audit_service.record(
+        session,
+        ctx,
+        outcome="ok",
+        status_code=200,
+        memory_ids=[item.id for item in ordered],
+        details={
+            "items": [{"id": str(i.id), "score": i.score, "facet": i.facet} for i in ordered],
+            "total_items": len(ordered),
+            "gated_out": ranked.gated_out,
+            "candidates": ranked.candidates,
+            "scope_rows": ranked.scope_rows,
+            "markdown_tokens": rendered.tokens,
+            "markdown_omitted": rendered.omitted,
+            "query_chars": len(query),
+        },
+    )
+    return ContextResponse(
+        goal=req.goal,
+        intent=req.intent,
+        query=query,
+        domain=req.domain,
+        project=req.project,
+        layer=req.layer,
+        namespace=req.namespace,
+        retrieval=req.retrieval,
+        sections=sections,
+        total_items=len(ordered),
+        gated_out=ranked.gated_out,
+        usage_hint=builder.usage_hint(
+            len(ordered), ranked.gated_out, rendered, any(i.facet == "artifacts" for i in ordered)
+        ),
+        markdown=rendered.markdown,
+        markdown_tokens=rendered.tokens,
+        audit_id=audit_id if audit_id is not None else ctx.audit_id,
+    )

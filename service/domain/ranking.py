@@ -1,0 +1,163 @@
+"""How a context pack ranks memories: the query derived from a goal, the fusion of vector and
+full-text relevance, the relevance gate, intent type priors, recency and the graph step.
+
+The SQL that applies these numbers lives in ``store/retrieval.py``; the numbers live here.
+
+    relevance = w * cosine + (1 - w) * lexical          (hybrid; w = VECTOR_WEIGHT)
+    score     = relevance * prior(type, intent) * domain boost * recency
+
+``cosine`` is MiniLM cosine similarity (computed in SQL as 1 - distance). ``lexical`` is the
+memory's BM25 score (k1=0.9, b=0.4) divided by the goal's whole idf mass times (k1 + 1): 1.0
+means the memory holds every goal term with a saturated frequency, a memory matching only
+one common word scores near 0. On LoCoMo this convex fusion reached recall@10 68.5% against
+57.3% for reciprocal rank fusion (k=60) of the same two lists, because RRF throws away the
+score gaps that tell a strong lexical hit from a weak one (scripts/locomo_eval.py).
+
+The relevance gate keeps a candidate when ``cosine >= relevance_floor`` (0.30) or when it
+matches the goal's terms (``lexical >= MIN_LEXICAL_SHARE``) with ``cosine >=
+lexical_relevance_floor`` (0.15). How the floors were chosen: see README, "Calibrating the
+relevance floor", reproduced by ``scripts/locomo_eval.py --calibrate``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from service.config import Settings
+from service.domain.facets import FACET_OF_TYPE, INTENT_FACETS, MEMORY_TYPES, WAKE_FACETS
+from service.store.retrieval import Mode, RankingPlan
+
+# Hybrid fusion: weight of cosine against the lexical share (tuned on LoCoMo, 0.25-0.35
+# are within 0.3 points of each other).
+VECTOR_WEIGHT = 0.3
+# BM25 constants: lower k1 and b than the textbook 1.2 / 0.75 suit short memories.
+BM25_K1 = 0.9
+BM25_B = 0.4
+# A full-text match counts as relevance evidence from this share of the goal's idf mass.
+MIN_LEXICAL_SHARE = 0.10
+# Intent priors: the intent's first facet x1.30, each next one 0.05 less, others x1.0.
+PRIOR_TOP = 1.30
+PRIOR_STEP = 0.05
+DOMAIN_BOOST = 1.10
+# Mild recency: a memory written now scores up to 10% more, decaying with a 30-day constant.
+RECENCY_WEIGHT = 0.10
+RECENCY_DAYS = 30.0
+# Graph step: a neighbour pulled in through a relation scores this much of its parent.
+GRAPH_DECAY = 0.8
+
+DEFAULT_LIMITS = {"wake": 8, "recall": 24, "deep_search": 50}
+WAKE_MAX_ITEMS = 8
+# Candidates fetched per retriever: limit x candidate_multiplier, deep_search twice that.
+DEEP_SEARCH_CANDIDATE_FACTOR = 2
+MIN_CANDIDATES = 40
+
+_WS = re.compile(r"\s+")
+_WORD = re.compile(r"[\w][\w'.\-]*")
+
+
+def derive_query(goal: str, domain: str | None) -> str:
+    """The retrieval query: the goal, whitespace collapsed, plus the domain when the goal
+    does not already name it. Intent words are not added: intent acts through type priors,
+    since words like "debug" or "plan" would match memories by vocabulary, not by kind."""
+    query = _WS.sub(" ", goal).strip()
+    if domain and domain.casefold() not in query.casefold():
+        query = f"{query} {domain.strip()}"
+    return query
+
+
+def type_priors(intent: str) -> dict[str, float]:
+    """Multiplier per memory type for ``intent`` (types of unlisted facets: 1.0)."""
+    weights: dict[str, float] = {}
+    for rank, facet in enumerate(INTENT_FACETS.get(intent, ())):
+        weight = round(PRIOR_TOP - PRIOR_STEP * rank, 4)
+        for memory_type, type_facet in FACET_OF_TYPE.items():
+            if type_facet == facet:
+                weights[memory_type] = weight
+    return weights
+
+
+def wake_types() -> list[str]:
+    """Memory types whose facet belongs in a wake pack."""
+    return [t for t in MEMORY_TYPES if FACET_OF_TYPE.get(t) in WAKE_FACETS]
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    mode: Mode
+    layer: str
+    intent: str
+    query: str
+    query_vector: list[float] | None
+    limit: int
+    domain: str | None
+    include_related: bool
+    related_limit: int
+
+
+def build_plan(inputs: PlanInputs, settings: Settings) -> RankingPlan:
+    """The ranking plan of one call.
+
+    wake: no recency (so the same store always gives the same pack), no graph step, no
+    related lists. deep_search: twice the candidates and the graph step (when
+    include_related). recall: related lists only."""
+    wake = inputs.layer == "wake"
+    deep = inputs.layer == "deep_search"
+    candidates = max(MIN_CANDIDATES, inputs.limit * settings.candidate_multiplier)
+    if deep:
+        candidates *= DEEP_SEARCH_CANDIDATE_FACTOR
+    priors = type_priors(inputs.intent)
+    return RankingPlan(
+        mode=inputs.mode,
+        query_text=inputs.query,
+        query_vector=inputs.query_vector,
+        candidates=candidates,
+        limit=inputs.limit,
+        vector_weight=VECTOR_WEIGHT,
+        relevance_floor=settings.relevance_floor,
+        lexical_floor=settings.lexical_relevance_floor,
+        min_lexical_share=MIN_LEXICAL_SHARE,
+        bm25_k1=BM25_K1,
+        bm25_b=BM25_B,
+        prior_types=list(priors),
+        prior_weights=list(priors.values()),
+        domain=inputs.domain,
+        domain_boost=DOMAIN_BOOST,
+        recency_weight=0.0 if wake else RECENCY_WEIGHT,
+        recency_days=RECENCY_DAYS,
+        graph_decay=GRAPH_DECAY if (deep and inputs.include_related) else None,
+        related_limit=inputs.related_limit if (inputs.include_related and not wake) else 0,
+        hnsw_ef_search=max(settings.hnsw_ef_search, candidates),
+        exact_scan_max_rows=settings.exact_scan_max_rows,
+    )
+
+
+def matched_phrases(goal: str, lexemes: list[str]) -> list[str]:
+    """The goal's words behind the matched stems, runs of adjacent words joined:
+    ``("Add refresh-token rotation", ["refresh", "token"])`` -> ``["refresh-token"]``.
+
+    Stems are Postgres' (snowball): a word matches a stem it starts with, or whose last
+    letter is a snowball respelling (``policies`` -> ``polici``, ``happy`` -> ``happi``)."""
+    stems = [s for s in lexemes if s]
+    if not stems:
+        return []
+    phrases: list[str] = []
+    run: list[str] = []
+    for word in _WORD.findall(goal):
+        low = word.casefold()
+        parts = [p for p in re.split(r"[-'.]", low) if p]
+        hit = any(_stem_matches(p, s) for p in parts or [low] for s in stems)
+        if hit:
+            run.append(word)
+        elif run:
+            phrases.append(" ".join(run))
+            run = []
+    if run:
+        phrases.append(" ".join(run))
+    return phrases
+
+
+def _stem_matches(word: str, stem: str) -> bool:
+    if word.startswith(stem):
+        return True
+    return len(stem) > 3 and word.startswith(stem[:-1]) and len(word) <= len(stem) + 3

@@ -1,0 +1,133 @@
+"""Artifacts: the JSON body in ``artifacts`` and, beside it, the memory of type ``artifact``
+(its summary, embedded) through which context packs reference it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.store.models import Artifact, Memory
+
+
+class ArtifactRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def add(
+        self,
+        *,
+        org_id: uuid.UUID,
+        artifact_id: uuid.UUID,
+        memory_id: uuid.UUID,
+        namespace: str,
+        name: str,
+        summary: str,
+        body: Any,
+        size_bytes: int,
+        schema_keys: list[str],
+        project: str | None,
+        embedding: list[float],
+        content_hash: str,
+        metadata: dict[str, Any],
+    ) -> None:
+        """Insert the artifact and its memory (same transaction, same namespace and project)."""
+        await self.session.execute(
+            insert(Memory).values(
+                org_id=org_id,
+                id=memory_id,
+                namespace=namespace,
+                type="artifact",
+                name=name,
+                content=summary,
+                content_hash=content_hash,
+                embedding=embedding,
+                project=project,
+                source=f"artifact:{artifact_id}",
+                meta=metadata,
+            )
+        )
+        await self.session.execute(
+            insert(Artifact).values(
+                org_id=org_id,
+                id=artifact_id,
+                namespace=namespace,
+                name=name,
+                summary=summary,
+                body=body,
+                size_bytes=size_bytes,
+                schema_keys=schema_keys,
+                project=project,
+                memory_id=memory_id,
+            )
+        )
+
+    async def get(
+        self,
+        org_id: uuid.UUID,
+        artifact_id: uuid.UUID,
+        *,
+        namespaces: Sequence[str] | None,
+        prefixes: Sequence[str],
+        key_projects: Sequence[str],
+        fields: Sequence[str] | None,
+    ) -> dict[str, Any] | None:
+        """The artifact if the caller may see it, else None (absent and out of reach look
+        the same). With ``fields``, only those are extracted, in SQL: the body never leaves
+        the database; without, the whole body is returned.
+
+        Args:
+            namespaces: when given, the artifact's namespace must be one of them (a reader
+                at ``u:s:t`` passes its visible namespaces).
+            prefixes: the key's namespace prefixes (empty: unlimited).
+            key_projects: the key's projects (empty: unlimited); project-less artifacts are
+                visible to every key.
+        """
+        where = ["a.org_id = :org", "a.id = :id"]
+        params: dict[str, Any] = {"org": org_id, "id": artifact_id}
+        if namespaces is not None:
+            where.append("a.namespace = ANY(CAST(:namespaces AS text[]))")
+            params["namespaces"] = list(namespaces)
+        if prefixes:
+            where.append(
+                "EXISTS (SELECT 1 FROM unnest(CAST(:prefixes AS text[])) p "
+                "WHERE a.namespace = p OR starts_with(a.namespace, p || ':'))"
+            )
+            params["prefixes"] = list(prefixes)
+        if key_projects:
+            where.append("(a.project IS NULL OR a.project = ANY(CAST(:key_projects AS text[])))")
+            params["key_projects"] = list(key_projects)
+        if fields is None:
+            extracted = "a.body AS body, NULL::jsonb AS fields"
+        else:
+            # Per declared field: the object's value, or the first object item of a list
+            # that has the key. A key holding JSON null is present (its value is null).
+            extracted = """NULL::jsonb AS body, (
+                SELECT coalesce(jsonb_object_agg(f.name, f.value), '{}'::jsonb)
+                FROM (
+                    SELECT d.name, CASE jsonb_typeof(a.body)
+                        WHEN 'object' THEN a.body -> d.name
+                        WHEN 'array' THEN (
+                            SELECT e.item -> d.name
+                            FROM jsonb_array_elements(a.body) WITH ORDINALITY AS e(item, n)
+                            WHERE jsonb_typeof(e.item) = 'object' AND e.item ? d.name
+                            ORDER BY e.n LIMIT 1)
+                        END AS value
+                    FROM unnest(CAST(:fields AS text[])) AS d(name)
+                ) f
+                WHERE f.value IS NOT NULL) AS fields"""
+            params["fields"] = list(fields)
+        sql = text(
+            f"""
+            SELECT a.id, a.namespace, a.name, a.summary, a.size_bytes, a.schema_keys,
+                   a.project, a.created_at, {extracted}
+            FROM artifacts a
+            WHERE {" AND ".join(where)}
+            """
+        )
+        row = (await self.session.execute(sql, params)).mappings().first()
+        return dict(row) if row is not None else None

@@ -1,0 +1,486 @@
+"""All SQL of context packs: scope, hybrid candidates, fusion, the relevance gate, the graph
+step and each item's one-hop neighbours, in one statement.
+
+The statement, for ``mode="hybrid"`` (``vector`` and ``lexical`` drop one retriever)::
+
+    vec    nearest neighbours by cosine: ORDER BY embedding <=> :q LIMIT n (bare operator,
+           ascending, so a wide scope can use the HNSW index; a narrow one is an exact scan
+           behind the (org_id, namespace) btree)
+    hits   every in-scope memory matching any goal term (GIN on tsv AND the btree)
+    tf     term frequencies of the goal's lexemes in those hits; df by window
+    lex    BM25 (k1, b) per hit, divided by the goal's whole idf mass, so 1.0 means "holds
+           every goal term" and a memory matching one common word scores low; top n
+    scored the union of both candidate lists, with cosine = 1 - distance computed here
+    gated  relevance = w * cosine + (1 - w) * lexical; the relevance gate
+    ranked relevance x intent type prior x domain boost x recency; top ``limit``
+    hop    (graph step) in-scope neighbours of ranked items, scored decay x parent's score
+    final  ranked + hop, best ``limit``, each with its related list (LATERAL, in scope)
+
+Scope is a WHERE clause built from the call's constraints only (no ``:x IS NULL OR``
+branches, which would give the planner a generic plan that fits nobody): org, visible
+namespaces, project, agent diary, superseded, and for wake the allowed types. Every memory a
+statement touches, neighbours included, passes the same predicates.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+Mode = Literal["hybrid", "lexical", "vector"]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which memories a call may see."""
+
+    org_id: uuid.UUID
+    namespaces: list[str]
+    project: str | None = None
+    key_projects: list[str] = field(default_factory=list)
+    agent_id: str | None = None
+    include_superseded: bool = False
+    types: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class RankingPlan:
+    """What to rank and how; every number comes from the domain (ranking.py)."""
+
+    mode: Mode
+    query_text: str
+    query_vector: list[float] | None
+    candidates: int
+    limit: int
+    vector_weight: float
+    relevance_floor: float
+    lexical_floor: float
+    min_lexical_share: float
+    bm25_k1: float
+    bm25_b: float
+    prior_types: list[str]
+    prior_weights: list[float]
+    domain: str | None
+    domain_boost: float
+    recency_weight: float
+    recency_days: float
+    graph_decay: float | None
+    related_limit: int
+    hnsw_ef_search: int
+    exact_scan_max_rows: int
+
+
+@dataclass
+class RankedRow:
+    """One pack item as SQL ranked it."""
+
+    id: uuid.UUID
+    namespace: str
+    type: str
+    name: str
+    content: str
+    source: str | None
+    origin: str | None
+    url: str | None
+    project: str | None
+    domain: str | None
+    agent_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    valid_at: datetime | None
+    metadata: dict[str, Any]
+    cosine: float | None
+    lexical: float
+    matched: list[str]
+    prior: float
+    score: float
+    via_id: uuid.UUID | None
+    via_relationship: str | None
+    related: list[dict[str, Any]]
+
+
+@dataclass
+class RankedPack:
+    rows: list[RankedRow]
+    gated_out: int
+    candidates: int
+    scope_rows: int
+
+
+_MEMORY_COLUMNS = (
+    "id",
+    "namespace",
+    "type",
+    "name",
+    "content",
+    "source",
+    "origin",
+    "url",
+    "project",
+    "domain",
+    "agent_id",
+    "created_at",
+    "updated_at",
+    "valid_at",
+    "metadata",
+)
+
+
+def scope_sql(alias: str, scope: Scope) -> str:
+    """The WHERE predicates of ``scope`` on the memories table aliased ``alias``."""
+    a = alias
+    parts = [f"{a}.org_id = :org", f"{a}.namespace = ANY(CAST(:namespaces AS text[]))"]
+    if scope.project is not None:
+        parts.append(f"({a}.project = :project OR {a}.project IS NULL)")
+    elif scope.key_projects:
+        parts.append(f"({a}.project IS NULL OR {a}.project = ANY(CAST(:key_projects AS text[])))")
+    if scope.agent_id is not None:
+        parts.append(f"({a}.agent_id IS NULL OR {a}.agent_id = :agent_id)")
+    else:
+        parts.append(f"{a}.agent_id IS NULL")
+    if not scope.include_superseded:
+        parts.append(f"{a}.superseded_by IS NULL")
+    if scope.types is not None:
+        parts.append(f"{a}.type = ANY(CAST(:types AS text[]))")
+    return " AND ".join(parts)
+
+
+def scope_params(scope: Scope) -> dict[str, Any]:
+    params: dict[str, Any] = {"org": scope.org_id, "namespaces": list(scope.namespaces)}
+    if scope.project is not None:
+        params["project"] = scope.project
+    elif scope.key_projects:
+        params["key_projects"] = list(scope.key_projects)
+    if scope.agent_id is not None:
+        params["agent_id"] = scope.agent_id
+    if scope.types is not None:
+        params["types"] = list(scope.types)
+    return params
+
+
+# A wide scope's full-text hits read per call, at most (BM25 statistics come from these).
+LEXICAL_HITS_CAP = 20000
+
+
+def vector_literal(vector: list[float]) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def _edges(item: str) -> str:
+    """Both directions of the relation edges of memory ``item``."""
+    return f"""
+        SELECT r.target_id AS id, r.relationship, 'outgoing' AS direction, r.created_at
+        FROM relations r WHERE r.org_id = :org AND r.source_id = {item}
+        UNION ALL
+        SELECT r.source_id, r.relationship, 'incoming', r.created_at
+        FROM relations r WHERE r.org_id = :org AND r.target_id = {item}"""
+
+
+def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
+    """The ranking statement for this scope and plan (see the module docstring).
+
+    ``narrow``: the scope holds few enough rows for an exact scan. The statement always
+    returns at least one row: the counts, with NULL item columns when the pack is empty."""
+    use_vec = plan.mode in ("hybrid", "vector")
+    use_lex = plan.mode in ("hybrid", "lexical")
+    in_scope = scope_sql("m", scope)
+    cols = ", ".join(f"m.{c}" for c in _MEMORY_COLUMNS)
+    qvec = "CAST(:qvec AS vector)"
+    ctes: list[str] = []
+    if use_lex:
+        ctes.append(
+            """q AS (
+            SELECT tsvector_to_array(to_tsvector('english', :qtext)) AS terms,
+                   replace(plainto_tsquery('english', :qtext)::text, '&', '|')::tsquery AS tsq)"""
+        )
+    if narrow:
+        # A narrow scope: read its rows once through the (org_id, namespace) btree, computing
+        # each distance; the CTE is a fence, so neither HNSW nor the GIN index (both over
+        # every org's rows) is consulted. Exact, and cheaper than either index below a few
+        # thousand rows.
+        ctes.append(
+            f"""scoped AS MATERIALIZED (
+            SELECT m.id{", m.tsv" if use_lex else ""}{f", m.embedding <=> {qvec} AS dist" if use_vec else ""}
+            FROM memories m WHERE {in_scope})"""
+        )
+        if use_vec:
+            ctes.append("vec AS (SELECT id FROM scoped ORDER BY dist, id LIMIT :n_cand)")
+        if use_lex:
+            ctes.append(
+                """hits AS MATERIALIZED (
+                SELECT s.id, s.tsv, length(s.tsv)::float8 / avg(length(s.tsv)) OVER () AS rel_len
+                FROM scoped s, q WHERE s.tsv @@ q.tsq)"""
+            )
+    else:
+        # A wide scope: HNSW (the bare operator, ascending, with iterative scan set by the
+        # caller) and the GIN index ANDed with the btree.
+        if use_vec:
+            ctes.append(
+                f"""vec AS (
+                SELECT m.id FROM memories m WHERE {in_scope}
+                ORDER BY m.embedding <=> {qvec}
+                LIMIT :n_cand)"""
+            )
+        if use_lex:
+            ctes.append(
+                f"""hits AS MATERIALIZED (
+                SELECT h.id, h.tsv, length(h.tsv)::float8 / avg(length(h.tsv)) OVER () AS rel_len
+                FROM (SELECT m.id, m.tsv FROM memories m, q
+                      WHERE {in_scope} AND m.tsv @@ q.tsq LIMIT :lex_cap) h)"""
+            )
+    if use_lex:
+        ctes.append(
+            """tf AS MATERIALIZED (
+            SELECT h.id, h.rel_len, u.lexeme, cardinality(u.positions)::float8 AS tf,
+                   count(*) OVER (PARTITION BY u.lexeme)::float8 AS df
+            FROM hits h CROSS JOIN q CROSS JOIN LATERAL unnest(h.tsv) u
+            WHERE u.lexeme = ANY(q.terms))"""
+        )
+        # idf of every goal term, matched or not: their sum is the lexical share's denominator.
+        scope_n = "(SELECT count(*) FROM scoped)" if narrow else "CAST(:scope_n AS float8)"
+        ctes.append(
+            f"""idf AS MATERIALIZED (
+            SELECT t.lexeme,
+                   ln(1 + (greatest({scope_n}, coalesce(d.df, 0))
+                           - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5)) AS idf
+            FROM q CROSS JOIN LATERAL unnest(q.terms) AS t(lexeme)
+            LEFT JOIN (SELECT DISTINCT lexeme, df FROM tf) d USING (lexeme))"""
+        )
+        ctes.append(
+            """lex AS (
+            SELECT tf.id,
+                   sum(i.idf * tf.tf * (:k1 + 1) / (tf.tf + :k1 * (1 - :b + :b * tf.rel_len)))
+                     / nullif((SELECT sum(idf) FROM idf) * (:k1 + 1), 0) AS share,
+                   array_agg(tf.lexeme ORDER BY i.idf DESC, tf.lexeme) AS matched
+            FROM tf JOIN idf i USING (lexeme)
+            GROUP BY tf.id
+            ORDER BY share DESC, tf.id
+            LIMIT :n_cand)"""
+        )
+    if use_vec and use_lex:
+        ctes.append("cand AS (SELECT id FROM vec UNION SELECT id FROM lex)")
+    else:
+        ctes.append(f"cand AS (SELECT id FROM {'vec' if use_vec else 'lex'})")
+
+    cosine = f"1 - (m.embedding <=> {qvec})" if use_vec else "NULL::float8"
+    scored_cosine = "1 - sc.dist" if (use_vec and narrow) else cosine
+    ctes.append(
+        f"""scored AS (
+        SELECT {cols}, {scored_cosine} AS cosine,
+               {"coalesce(lex.share, 0)" if use_lex else "0::float8"} AS lexical,
+               {"coalesce(lex.matched, '{}')" if use_lex else "'{}'::text[]"} AS matched
+        FROM cand JOIN memories m ON m.org_id = :org AND m.id = cand.id
+        {"JOIN scoped sc ON sc.id = m.id" if (use_vec and narrow) else ""}
+        {"LEFT JOIN lex ON lex.id = m.id" if use_lex else ""})"""
+    )
+    if plan.mode == "hybrid":
+        relevance = ":vw * s.cosine + (1 - :vw) * s.lexical"
+        gate = "s.cosine >= :floor OR (s.lexical >= :min_share AND s.cosine >= :lex_floor)"
+    elif plan.mode == "vector":
+        relevance = "s.cosine"
+        gate = "s.cosine >= :floor"
+    else:
+        relevance = "s.lexical"
+        gate = "s.lexical >= :min_share"
+    prior = (
+        "coalesce((CAST(:prior_weights AS float8[]))"
+        "[array_position(CAST(:prior_types AS text[]), s.type::text)], 1.0)"
+    )
+    if plan.domain is not None:
+        prior += " * CASE WHEN s.domain = :domain THEN :domain_boost ELSE 1.0 END"
+    ctes.append(
+        f"""gated AS (
+        SELECT s.*, ({gate}) AS relevant, {relevance} AS relevance, {prior} AS prior
+        FROM scored s)"""
+    )
+    recency = (
+        "(1 + :recency_weight * exp(-extract(epoch FROM (now() - g.created_at))"
+        " / 86400.0 / :recency_days))"
+        if plan.recency_weight > 0
+        else "1.0"
+    )
+    out_cols = ", ".join(_MEMORY_COLUMNS)
+    ctes.append(
+        f"""ranked AS (
+        SELECT {out_cols}, g.cosine, g.lexical, g.matched, g.prior,
+               g.relevance * g.prior * {recency} AS score,
+               NULL::uuid AS via_id, NULL::text AS via_relationship
+        FROM gated g WHERE g.relevant
+        ORDER BY score DESC, g.id
+        LIMIT :lim)"""
+    )
+    pool = "ranked"
+    if plan.graph_decay is not None:
+        ctes.append(
+            f"""hop AS (
+            SELECT DISTINCT ON (m.id) {cols}, {cosine} AS cosine, 0::float8 AS lexical,
+                   '{{}}'::text[] AS matched, 1.0::float8 AS prior,
+                   t.score * :decay AS score, t.id AS via_id, e.relationship AS via_relationship
+            FROM ranked t
+            CROSS JOIN LATERAL ({_edges("t.id")}) e
+            JOIN memories m ON m.org_id = :org AND m.id = e.id
+            WHERE {in_scope} AND m.id NOT IN (SELECT id FROM ranked)
+            ORDER BY m.id, t.score DESC, e.relationship)"""
+        )
+        ctes.append(
+            """pool AS (
+            SELECT * FROM (SELECT * FROM ranked UNION ALL SELECT * FROM hop) u
+            ORDER BY score DESC, id LIMIT :lim)"""
+        )
+        pool = "pool"
+    related = "'[]'::jsonb"
+    related_join = ""
+    if plan.related_limit > 0:
+        related = "coalesce(rel.related, '[]'::jsonb)"
+        related_join = f"""
+            LEFT JOIN LATERAL (
+                SELECT jsonb_agg(jsonb_build_object(
+                           'id', x.id, 'type', x.type, 'name', x.name,
+                           'relationship', x.relationship, 'direction', x.direction)
+                       ORDER BY x.created_at DESC, x.id) AS related
+                FROM (
+                    SELECT m.id, m.type, m.name, e.relationship, e.direction, e.created_at
+                    FROM ({_edges("f.id")}) e
+                    JOIN memories m ON m.org_id = :org AND m.id = e.id
+                    WHERE {in_scope}
+                    ORDER BY e.created_at DESC, m.id
+                    LIMIT :related_limit
+                ) x
+            ) rel ON true"""
+    return (
+        "WITH "
+        + ",\n".join(ctes)
+        + f"""
+    SELECT c.gated_out, c.candidates, p.*
+    FROM (SELECT (SELECT count(*) FROM gated g
+                  WHERE NOT g.relevant AND g.id NOT IN (SELECT id FROM {pool})) AS gated_out,
+                 (SELECT count(*) FROM cand) AS candidates) c
+    LEFT JOIN (
+        SELECT f.*, {related} AS related
+        FROM {pool} f {related_join}
+    ) p ON true
+    ORDER BY p.score DESC, p.id"""
+    )
+
+
+class RetrievalRepository:
+    """The read side of context packs, bound to one session."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def scope_size(self, scope: Scope, cap: int) -> int:
+        """Memories in the scope's namespaces, counted up to ``cap`` (an index-only scan of
+        the btree): enough to choose between an exact scan and the indexes."""
+        sql = text(
+            """
+            SELECT count(*) FROM (
+                SELECT 1 FROM memories m
+                WHERE m.org_id = :org AND m.namespace = ANY(CAST(:namespaces AS text[]))
+                LIMIT :cap) s
+            """
+        )
+        params = {"org": scope.org_id, "namespaces": list(scope.namespaces), "cap": cap}
+        return int((await self.session.execute(sql, params)).scalar_one())
+
+    async def _use_hnsw(self, ef_search: int) -> None:
+        """For this transaction only: search wider than HNSW's default 40 and, on pgvector
+        >= 0.8, keep scanning past rows the scope filter drops instead of returning fewer
+        neighbours than exist (0.7 has no iterative scan and would reject the setting)."""
+        await self.session.execute(
+            text(
+                """
+                SELECT set_config('hnsw.ef_search', :ef, true),
+                       CASE WHEN string_to_array(extversion, '.')::int[] >= '{0,8}'
+                            THEN set_config('hnsw.iterative_scan', 'relaxed_order', true) END
+                FROM pg_extension WHERE extname = 'vector'
+                """
+            ),
+            {"ef": str(ef_search)},
+        )
+
+    async def rank(self, scope: Scope, plan: RankingPlan, scope_rows: int) -> RankedPack:
+        """Rank the scope's memories for ``plan``; returns at most ``plan.limit`` rows, best
+        first, plus how many candidates the relevance gate left out.
+
+        ``scope_rows`` (from ``scope_size``) picks the plan: an exact scan of the scope when
+        it holds at most ``plan.exact_scan_max_rows`` memories, the indexes otherwise."""
+        narrow = scope_rows <= plan.exact_scan_max_rows
+        params: dict[str, Any] = {
+            **scope_params(scope),
+            "n_cand": plan.candidates,
+            "lim": plan.limit,
+            "prior_types": plan.prior_types,
+            "prior_weights": plan.prior_weights,
+        }
+        if plan.domain is not None:
+            params.update(domain=plan.domain, domain_boost=plan.domain_boost)
+        if plan.mode in ("hybrid", "vector"):
+            if plan.query_vector is None:
+                raise ValueError("vector retrieval needs a query vector")
+            params["qvec"] = vector_literal(plan.query_vector)
+            params["floor"] = plan.relevance_floor
+        if plan.mode in ("hybrid", "lexical"):
+            params.update(
+                qtext=plan.query_text,
+                k1=plan.bm25_k1,
+                b=plan.bm25_b,
+                min_share=plan.min_lexical_share,
+            )
+            if not narrow:
+                params.update(lex_cap=LEXICAL_HITS_CAP, scope_n=scope_rows)
+        if plan.mode == "hybrid":
+            params.update(vw=plan.vector_weight, lex_floor=plan.lexical_floor)
+        if plan.recency_weight > 0:
+            params.update(recency_weight=plan.recency_weight, recency_days=plan.recency_days)
+        if plan.graph_decay is not None:
+            params["decay"] = plan.graph_decay
+        if plan.related_limit > 0:
+            params["related_limit"] = plan.related_limit
+        if not narrow and plan.mode != "lexical":
+            await self._use_hnsw(plan.hnsw_ef_search)
+        sql = build_pack_sql(scope, plan, narrow=narrow)
+        result = await self.session.execute(text(sql), params)
+        rows: list[RankedRow] = []
+        gated_out = 0
+        candidates = 0
+        for r in result.mappings().all():
+            gated_out = int(r["gated_out"])
+            candidates = int(r["candidates"])
+            if r["id"] is None:
+                continue
+            rows.append(
+                RankedRow(
+                    id=r["id"],
+                    namespace=r["namespace"],
+                    type=r["type"],
+                    name=r["name"],
+                    content=r["content"],
+                    source=r["source"],
+                    origin=r["origin"],
+                    url=r["url"],
+                    project=r["project"],
+                    domain=r["domain"],
+                    agent_id=r["agent_id"],
+                    created_at=r["created_at"],
+                    updated_at=r["updated_at"],
+                    valid_at=r["valid_at"],
+                    metadata=dict(r["metadata"] or {}),
+                    cosine=None if r["cosine"] is None else float(r["cosine"]),
+                    lexical=float(r["lexical"] or 0.0),
+                    matched=list(r["matched"] or []),
+                    prior=float(r["prior"]),
+                    score=float(r["score"]),
+                    via_id=r["via_id"],
+                    via_relationship=r["via_relationship"],
+                    related=list(r["related"] or []),
+                )
+            )
+        return RankedPack(
+            rows=rows, gated_out=gated_out, candidates=candidates, scope_rows=scope_rows
+        )
