@@ -1,5 +1,8 @@
 """The audit trail over HTTP: GET /v1/audit, GET /v1/audit/{id}, POST /v1/audit/{id}/replay;
-and the retention job, started in the lifespan."""
+and the retention job, started in the lifespan.
+
+Reading the trail is not itself audited (a dashboard polling it would flood it); a replay is,
+as action ``replay``."""
 
 from __future__ import annotations
 
@@ -9,12 +12,21 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Query
+from fastapi import APIRouter, Depends, FastAPI, Query
 
-from service.api.deps import AppState, CallerDep, SessionDep
+from service.api.deps import (
+    AppState,
+    CallerDep,
+    EmbedderDep,
+    SessionDep,
+    StateDep,
+    audited,
+)
 from service.config import Settings
 from service.domain import audit as audit_service
-from service.schemas.audit import AuditEvent, AuditPage, AuditQuery
+from service.domain import audit_replay
+from service.domain.audit import AuditContext
+from service.schemas.audit import AuditEvent, AuditPage, AuditQuery, ReplayResponse
 from service.schemas.common import ErrorResponse
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
@@ -59,6 +71,31 @@ async def get_audit(session: SessionDep, caller: CallerDep, audit_id: uuid.UUID)
     markdown's token count; for a write the outcome per item, the redaction labels and counts
     and the gate's reason codes. 404 when the id is unknown or belongs to another org."""
     return await audit_service.get_audit(session, caller, audit_id)
+
+
+@router.post(
+    "/{audit_id}/replay",
+    response_model=ReplayResponse,
+    summary="Run a recorded context call again and diff the packs",
+    responses={**_ERRORS, 404: {"model": ErrorResponse}},
+)
+async def replay(
+    session: SessionDep,
+    embedder: EmbedderDep,
+    state: StateDep,
+    caller: CallerDep,
+    ctx: Annotated[AuditContext, Depends(audited("replay"))],
+    audit_id: uuid.UUID,
+) -> ReplayResponse:
+    """Run a recorded `context` call again, with its recorded inputs, against the store as
+    it is now, and compare the new pack with the one returned then: `diff.added` (new items,
+    at their new rank), `diff.dropped` (items no longer in the pack, at their old rank) and
+    `diff.rank_changes` (`{id, before, after}`; rank 1 is the pack's first item). The replay
+    sees only what both this key and the recorded call's key may see, and is audited itself
+    (action `replay`). 422 for a row that is not a completed context call."""
+    return await audit_replay.replay_context(
+        session, embedder, state.settings, caller, ctx, audit_id
+    )
 
 
 @contextlib.asynccontextmanager

@@ -64,6 +64,9 @@ class AuditContext:
     request: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
     audit_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    # Merged into the row's details by record(): lets a caller annotate a row written by a
+    # domain function it calls (a replay marks the context call it re-ran: replay_of).
+    details_extra: dict[str, Any] = field(default_factory=dict)
 
     def elapsed_ms(self) -> float:
         return round((time.perf_counter() - self.started) * 1000, 3)
@@ -99,7 +102,7 @@ async def record(
         outcome=outcome,
         status_code=status_code,
         memory_ids=memory_ids or [],
-        details=details or {},
+        details={**(details or {}), **ctx.details_extra},
         redaction_count=redaction_count,
         rejection_count=rejection_count,
         latency_ms=ctx.elapsed_ms(),
@@ -269,7 +272,7 @@ def narrow_projects(a: Sequence[str], b: Sequence[str]) -> tuple[str, ...] | Non
     return tuple(sorted(set(a) & set(b))) or None
 
 
-async def replay_scope(session: AsyncSession, caller: Caller, row: AuditEvent) -> Caller:
+async def replay_scope(session: AsyncSession, caller: Caller, row: models.AuditEvent) -> Caller:
     """The caller a replay runs as: the current key, limited to what both it and the key
     that made the recorded call may see (a key's limits as they are now)."""
     recorded = None

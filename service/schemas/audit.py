@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.schemas.common import Page
+from service.schemas.context import ContextResponse
 
 MAX_PAGE = 500
 
@@ -138,5 +139,10 @@ class ReplayResponse(BaseModel):
 
     replayed: uuid.UUID = Field(description="The audit id of the recorded call.")
     audit_id: uuid.UUID | None = Field(None, description="The audit id of this replay.")
-    pack: dict[str, Any] = Field(description="The new context pack, as POST /v1/context answers.")
-    diff: PackDiff
+    pack: ContextResponse = Field(description="The new pack, as POST /v1/context answers it.")
+    diff: PackDiff = Field(description="The new pack against the recorded one, by id and rank.")
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Ways the replayed inputs may differ from the original call's: the audit "
+        "row keeps the goal redacted and at most 500 characters long.",
+    )
