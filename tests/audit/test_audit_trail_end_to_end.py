@@ -61,6 +61,11 @@ async def test_no_secret_reaches_any_audit_row(
                 ]
             },
         ),
+        client.post(
+            "/v1/context",
+            headers=key.headers,
+            json={"goal": f"rotate {GITHUB_TOKEN} and password={PASSWORD}", "namespace": "alice"},
+        ),
         # Refused calls are audited too: by validation, and by the gate.
         client.post(
             "/v1/remember",
@@ -74,10 +79,7 @@ async def test_no_secret_reaches_any_audit_row(
         ),
     ]
     statuses = [(await call).status_code for call in calls]
-    assert statuses[0] == 201
-    assert statuses[1] == 200
-    assert statuses[2] == 422
-    assert statuses[3] == 422
+    assert statuses == [201, 200, 200, 422, 422]
 
     dump = await _dump(app, key.org_id)
     assert len(dump.splitlines()) == len(calls)  # one row per call, refused ones included
