@@ -24,7 +24,9 @@ from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from service.config import Settings
+from service.domain import artifacts as artifact_service
 from service.domain import audit as audit_service
+from service.domain import context as context_service
 from service.domain import keys as key_service
 from service.domain import memories as memory_service
 from service.domain import remember as remember_service
@@ -37,7 +39,9 @@ from service.errors import (
     GateRejected,
     ServiceUnavailable,
 )
-from service.mcp.inputs import ListMemoriesInput
+from service.mcp.inputs import ListMemoriesInput, RecallArtifactInput
+from service.schemas.artifacts import ArtifactFields
+from service.schemas.context import ContextRequest, ContextResponse
 from service.schemas.memories import (
     DeleteResponse,
     MemoryPage,
@@ -73,6 +77,10 @@ class Backend(Protocol):
     async def list_memories(self, rc: Any, query: ListMemoriesInput) -> MemoryPage: ...
 
     async def forget(self, rc: Any, memory_id: uuid.UUID) -> DeleteResponse: ...
+
+    async def context(self, rc: Any, req: ContextRequest) -> ContextResponse: ...
+
+    async def recall_artifact(self, rc: Any, query: RecallArtifactInput) -> ArtifactFields: ...
 
     async def refused(self, rc: Any, action: str, error: CtxpackError) -> None:
         """Record a call refused before it reached the domain (invalid arguments)."""
@@ -208,6 +216,24 @@ class LocalBackend:
 
         return await self._call(rc, "delete", run)
 
+    async def context(self, rc: Any, req: ContextRequest) -> ContextResponse:
+        res = self.resources
+
+        async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> ContextResponse:
+            return await context_service.compile_context(
+                session, res.embedder, res.settings, caller, ctx, req
+            )
+
+        return await self._call(rc, "context", run)
+
+    async def recall_artifact(self, rc: Any, query: RecallArtifactInput) -> ArtifactFields:
+        async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> ArtifactFields:
+            return await artifact_service.read_artifact(
+                session, caller, ctx, query.artifact_id, query.fields_param(), query.namespace
+            )
+
+        return await self._call(rc, "artifact", run)
+
 
 class RemoteBackend:
     """Forwards each call to a ctxpack's HTTP API, presenting the key as a Bearer token."""
@@ -265,6 +291,19 @@ class RemoteBackend:
 
     async def forget(self, rc: Any, memory_id: uuid.UUID) -> DeleteResponse:
         return await self._request("DELETE", f"/v1/memories/{memory_id}", DeleteResponse)
+
+    async def context(self, rc: Any, req: ContextRequest) -> ContextResponse:
+        body = req.model_dump(mode="json", exclude_unset=True)
+        return await self._request("POST", "/v1/context", ContextResponse, json=body)
+
+    async def recall_artifact(self, rc: Any, query: RecallArtifactInput) -> ArtifactFields:
+        params = {"fields": query.fields_param(), "namespace": query.namespace}
+        return await self._request(
+            "GET",
+            f"/v1/artifacts/{query.artifact_id}",
+            ArtifactFields,
+            params={k: v for k, v in params.items() if v is not None},
+        )
 
 
 __all__ = [

@@ -8,9 +8,11 @@ and path parameters, so their tools get a model here, with the same names, types
 from __future__ import annotations
 
 import uuid
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from service.schemas.context import ContextRequest
 from service.schemas.memories import MemoryType
 
 MIN_MAX_BYTES = 512
@@ -68,3 +70,65 @@ class ForgetInput(BaseModel):
     id: uuid.UUID = Field(
         description="Id of the memory to erase, as returned by remember or context."
     )
+
+
+class ContextInput(TextLimits, ContextRequest):
+    """``ContextRequest`` (the body of POST /v1/context) plus limits on the returned text."""
+
+    def request(self) -> ContextRequest:
+        """The HTTP body this call stands for."""
+        return ContextRequest.model_validate(
+            self.model_dump(exclude={"max_bytes", "head", "tail"}, exclude_unset=True)
+        )
+
+
+class WakeInput(ContextInput):
+    """``context`` at the wake layer."""
+
+    layer: Literal["wake"] = Field("wake", description="Always `wake`.")
+
+    def request(self) -> ContextRequest:
+        body = self.model_dump(exclude={"max_bytes", "head", "tail"}, exclude_unset=True)
+        return ContextRequest.model_validate({**body, "layer": "wake"})
+
+
+class RecallArtifactInput(TextLimits):
+    """The artifact and the fields to read (GET /v1/artifacts/{id}?fields=a,b&namespace=)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    artifact_id: uuid.UUID = Field(
+        description="The artifact's id, as a context pack shows it: `(artifact <id>)`."
+    )
+    fields: list[str] | None = Field(
+        None,
+        min_length=1,
+        max_length=100,
+        description="Top-level field names to read (the pack lists them as `Fields:`): from "
+        "the object, or per field from the first list item that has it. Absent: the whole body.",
+    )
+    namespace: str | None = Field(
+        None,
+        max_length=200,
+        description="Your namespace: the artifact must live there or in an ancestor, as in a pack.",
+    )
+    max_bytes: int | None = Field(
+        20_000,
+        ge=MIN_MAX_BYTES,
+        le=4_000_000,
+        description="Largest result to return, in UTF-8 bytes (default 20000; null: no limit). "
+        "Lines are kept whole where possible and a closing `[truncated: ...]` line says what "
+        "was cut.",
+    )
+
+    @field_validator("fields")
+    @classmethod
+    def _fields(cls, value: list[str] | None) -> list[str] | None:
+        for name in value or []:
+            if not name.strip() or "," in name or len(name) > 200:
+                raise ValueError("each field is a name of 1-200 characters without commas")
+        return value
+
+    def fields_param(self) -> str | None:
+        """The ``fields`` query parameter of the HTTP endpoint."""
+        return ",".join(self.fields) if self.fields else None

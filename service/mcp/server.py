@@ -19,9 +19,10 @@ from service.mcp.results import from_exception, invalid_arguments
 from service.mcp.tools import TOOLS, ToolSpec
 
 INSTRUCTIONS = """\
-ctxpack is your long-term memory. At the start of a session call `wake` for what was going \
-on; before a task call `context` with your goal; when you reach a conclusion worth keeping \
-(a decision, a constraint, a gotcha, a procedure that worked) call `remember`. Use \
+ctxpack is your long-term memory. At the start of a session call `wake` with what the session \
+is about; before a task call `context` with your goal; when you reach a conclusion worth \
+keeping (a decision, a constraint, a gotcha, a procedure that worked) call `remember`. A pack \
+shows artifacts as summaries: read the fields you need with `recall_artifact`. Use \
 `list_memories` to browse and `forget` to erase a memory that is wrong.
 """
 

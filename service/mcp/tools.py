@@ -10,6 +10,7 @@ summary once the model has stored what it concluded; ``wake`` registers that pai
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,14 +19,26 @@ import mcp_types as types
 from pydantic import BaseModel
 
 from service.mcp.backends import Backend
-from service.mcp.inputs import ForgetInput, ListMemoriesInput
-from service.mcp.limits import clip_field, dumps, fit_items
+from service.mcp.inputs import (
+    ContextInput,
+    ForgetInput,
+    ListMemoriesInput,
+    RecallArtifactInput,
+    WakeInput,
+)
+from service.mcp.limits import clip_field, dumps, fit_items, limit_text
 from service.mcp.results import ok
+from service.schemas.context import ContextResponse
 from service.schemas.memories import RememberRequest
 
 Run = Callable[[Backend, Any, Any], Awaitable[types.CallToolResult]]
 
 CONSUMED_META: dict[str, Any] = {"context": {"consumed": True}}
+CONTEXT_HINTS: list[dict[str, Any]] = [
+    {"tool": "context", "lifecycle": "transient", "consumedBy": "remember"},
+    {"tool": "wake", "lifecycle": "transient", "consumedBy": "remember"},
+]
+SUMMARY_IDS = 5
 
 
 @dataclass(frozen=True)
@@ -163,7 +176,155 @@ async def _forget(backend: Backend, rc: Any, args: ForgetInput) -> types.CallToo
     return ok(result.model_dump(mode="json"))
 
 
+# --- context and wake -----------------------------------------------------------------------
+
+CONTEXT_DESCRIPTION = """\
+Get the memory that matters for what you are about to do: a context pack for a goal, with \
+the relevant decisions, constraints, gotchas, procedures, active work and artifacts grouped \
+by facet, the sections your `intent` needs first (build, debug, plan, decide, research, ...). \
+Call it before starting or resuming a task, and whenever you need what is known about a \
+topic. Describe the goal in a sentence and give the `namespace` you work in \
+(`user[:session[:task]]`): the pack draws on it and its ancestors only.
+
+Returns the pack as markdown, then the id of each item (to `forget` it, or to replace it with \
+`remember` + `supersedes`). Irrelevant memories are left out (`gated_out`); when nothing \
+relevant is stored the pack says so: do not retry with the same goal. Size: \
+`markdown_token_budget` (default 4000 tokens) bounds the pack; `max_bytes`, `head` and `tail` \
+cut the returned text further, and say so in a closing `[truncated: ...]` line.
+
+The result is transient (`_meta.context.lifecycle`): once you have used it, typically by \
+storing your conclusion with `remember`, your client may collapse it to its one-line summary.
+"""
+
+WAKE_DESCRIPTION = """\
+Call once at the start of a session (or after a break) to recall where things stand: a \
+compact pack of at most 8 memories from recent work, active tasks, key decisions, gotchas and \
+procedures in the `namespace`. Give as `goal` what the session is about (the user's first \
+request, in a sentence): memories unrelated to it are left out. The pack is the same for the \
+same store and goal, so it is cheap to repeat. Mid-task, call `context` instead.
+
+Returns the pack as markdown, then the id of each item. `max_bytes`, `head` and `tail` cut \
+the returned text, saying so in a closing `[truncated: ...]` line. Like `context`, the result \
+is transient, and it registers the pairing in `_meta.contextHints`: `context` and `wake` \
+results are consumed by `remember`.
+"""
+
+
+def _summary(pack: ContextResponse) -> str:
+    ids = [str(item.id) for section in pack.sections for item in section.items]
+    goal = " ".join(pack.goal.split())
+    goal = goal if len(goal) <= 80 else goal[:79] + "…"
+    text = f"{pack.total_items} items for goal '{goal}' ({pack.layer} pack at {pack.namespace})"
+    if not ids:
+        return text + ": nothing relevant stored"
+    more = f", +{len(ids) - SUMMARY_IDS} more" if len(ids) > SUMMARY_IDS else ""
+    return f"{text}, ids {', '.join(ids[:SUMMARY_IDS])}{more}"
+
+
+def _pack_text(pack: ContextResponse) -> str:
+    """The markdown, then one line per item with its id: the markdown carries no ids (it is
+    byte-stable for prompt caches) and the model needs them to supersede or forget."""
+    items = [item for section in pack.sections for item in section.items]
+    if not items:
+        return pack.markdown
+    lines = [f"- {item.id} ({item.type}) {' '.join(item.name.split())[:80]}" for item in items]
+    return pack.markdown.rstrip("\n") + "\n\n## Item ids\n" + "\n".join(lines) + "\n"
+
+
+def _pack_result(
+    pack: ContextResponse, args: ContextInput, extra_meta: dict[str, Any]
+) -> types.CallToolResult:
+    limited = limit_text(_pack_text(pack), head=args.head, tail=args.tail, max_bytes=args.max_bytes)
+    payload: dict[str, Any] = {
+        "goal": pack.goal,
+        "intent": pack.intent,
+        "layer": pack.layer,
+        "namespace": pack.namespace,
+        "query": pack.query,
+        "total_items": pack.total_items,
+        "gated_out": pack.gated_out,
+        "usage_hint": pack.usage_hint,
+        "markdown_tokens": pack.markdown_tokens,
+        "audit_id": str(pack.audit_id) if pack.audit_id else None,
+        "items": [
+            {"id": str(i.id), "facet": i.facet, "type": i.type, "name": i.name, "score": i.score}
+            for section in pack.sections
+            for i in section.items
+        ],
+        "text": limited.text,
+        "truncated": limited.truncated,
+    }
+    if limited.truncation is not None:
+        payload["truncation"] = limited.truncation.model_dump()
+    meta = {"context": {"lifecycle": "transient", "summary": _summary(pack)}, **extra_meta}
+    return ok(payload, text=limited.text, meta=meta)
+
+
+async def _context(backend: Backend, rc: Any, args: ContextInput) -> types.CallToolResult:
+    pack = await backend.context(rc, args.request())
+    return _pack_result(pack, args, {})
+
+
+async def _wake(backend: Backend, rc: Any, args: WakeInput) -> types.CallToolResult:
+    pack = await backend.context(rc, args.request())
+    return _pack_result(pack, args, {"contextHints": CONTEXT_HINTS})
+
+
+# --- recall_artifact ----------------------------------------------------------------------------
+
+RECALL_ARTIFACT_DESCRIPTION = """\
+Read the fields you need from an artifact: a JSON object or list (test results, a schema, a \
+report) that context packs show only as a summary, `(artifact <id>)` and its `Fields:`. \
+Name the fields to read rather than fetching the whole body: each is taken from the object, \
+or from the first list item that has it; `missing` lists those the artifact lacks.
+
+Returns `{artifact_id, name, summary, size_bytes, schema_keys, fields, missing}` as indented \
+JSON (`body` instead of `fields` when none were named). The result stays under `max_bytes` \
+(default 20000); `head`/`tail` keep the first or last lines; a closing `[truncated: ...]` line \
+says what was cut. Error `not_found` when the id is unknown or outside your key's reach.
+"""
+
+_ARTIFACT_BODY = ("fields", "body")
+
+
+async def _recall_artifact(
+    backend: Backend, rc: Any, args: RecallArtifactInput
+) -> types.CallToolResult:
+    artifact = await backend.recall_artifact(rc, args)
+    unused = {"body"} if args.fields else {"fields", "missing"}
+    whole = artifact.model_dump(mode="json", exclude=unused)
+    # Indented, so that head/tail count meaningful lines; one space keeps it lean.
+    text = json.dumps(whole, ensure_ascii=False, indent=1)
+    limited = limit_text(text, head=args.head, tail=args.tail, max_bytes=args.max_bytes)
+    if limited.truncation is None:
+        return ok({**whole, "truncated": False}, text=text)
+    # The cut JSON no longer parses: structured content keeps the metadata and the cut text.
+    payload = {k: v for k, v in whole.items() if k not in _ARTIFACT_BODY}
+    payload.update(truncated=True, truncation=limited.truncation.model_dump(), text=limited.text)
+    return ok(payload, text=limited.text)
+
+
 TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        name="wake",
+        title="Wake up",
+        description=WAKE_DESCRIPTION,
+        input_model=WakeInput,
+        action="context",
+        run=_wake,
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="context",
+        title="Get context for a goal",
+        description=CONTEXT_DESCRIPTION,
+        input_model=ContextInput,
+        action="context",
+        run=_context,
+        read_only=True,
+        idempotent=True,
+    ),
     ToolSpec(
         name="remember",
         title="Remember",
@@ -171,6 +332,16 @@ TOOLS: tuple[ToolSpec, ...] = (
         input_model=RememberRequest,
         action="remember",
         run=_remember,
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="recall_artifact",
+        title="Read an artifact's fields",
+        description=RECALL_ARTIFACT_DESCRIPTION,
+        input_model=RecallArtifactInput,
+        action="artifact",
+        run=_recall_artifact,
+        read_only=True,
         idempotent=True,
     ),
     ToolSpec(

@@ -110,3 +110,58 @@ def live_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+ALL_TOOLS = {"wake", "context", "remember", "recall_artifact", "list_memories", "forget"}
+
+
+async def exercise_every_tool(client: Client, base_url: str, key: str, namespace: str) -> None:
+    """Call each tool once through ``client`` and check what a client relies on: the results,
+    the transient-context ``_meta``, and tool errors with the HTTP codes. The artifact is
+    stored over HTTP at ``base_url`` (a running server)."""
+    assert {t.name for t in (await client.list_tools()).tools} == ALL_TOOLS
+    fact = f"The {namespace} service retries webhooks three times with exponential backoff."
+    stored = await client.call_tool(
+        "remember", {"content": fact, "namespace": namespace, "type": "procedure"}
+    )
+    assert not stored.is_error, stored
+    assert stored.meta is not None
+    assert stored.meta["context"] == {"consumed": True}
+    memory_id = structured(stored)["id"]
+
+    goal = {"goal": "how are webhooks retried", "namespace": namespace}
+    pack = await client.call_tool("context", goal)
+    assert not pack.is_error, pack
+    assert pack.meta is not None
+    assert pack.meta["context"]["lifecycle"] == "transient"
+    assert memory_id in pack.meta["context"]["summary"]
+    assert memory_id in pack.content[0].text
+    woken = await client.call_tool("wake", goal)
+    assert not woken.is_error, woken
+    assert woken.meta is not None
+    assert {h["tool"] for h in woken.meta["contextHints"]} == {"context", "wake"}
+
+    async with httpx.AsyncClient(base_url=base_url) as http:
+        created = await http.post(
+            "/v1/artifacts",
+            json={"namespace": namespace, "name": "retry table", "body": {"tries": 3, "base_s": 2}},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+    assert created.status_code == 201, created.text
+    artifact_id = created.json()["artifact_id"]
+    fields = await client.call_tool(
+        "recall_artifact", {"artifact_id": artifact_id, "fields": ["tries"]}
+    )
+    assert structured(fields)["fields"] == {"tries": 3}
+
+    listed = structured(await client.call_tool("list_memories", {"namespace": namespace}))
+    assert memory_id in [m["id"] for m in listed["items"]]
+    assert {"offset", "limit", "total", "has_more"} <= set(listed)
+    gone = await client.call_tool("forget", {"id": memory_id})
+    assert structured(gone)["deleted"] is True
+    again = await client.call_tool("forget", {"id": memory_id})
+    assert again.is_error
+    assert structured(again)["error"]["code"] == "not_found"
+    gated = await client.call_tool("remember", {"content": "ok", "namespace": namespace})
+    assert structured(gated)["error"]["code"] == "gate_rejected"
+    assert "context" not in (gated.meta or {})

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
-from tests.conftest import Key
+from service.app import create_app
+from service.embedding.fake import FakeEmbedder
+from tests.conftest import Key, KeyFactory, make_settings
 
 INIT = {
     "jsonrpc": "2.0",
@@ -39,3 +42,22 @@ async def test_good_key_initializes(client: httpx.AsyncClient, key: Key) -> None
     response = await client.post("/mcp", json=INIT, headers={**HEADERS, **key.headers})
     assert response.status_code == 200, response.text
     assert response.json()["result"]["serverInfo"]["name"] == "ctxpack"
+
+
+async def test_rate_limit_applies_to_mcp(pg_url: str, make_key: KeyFactory) -> None:
+    """/mcp shares the key's rate limit with the API: the over-limit request is a 429 JSON
+    error with Retry-After, before any MCP processing."""
+    settings = make_settings(pg_url, rate_limit_per_minute=1, rate_limit_burst=1)
+    app = create_app(settings, embedder=FakeEmbedder(), database_url=pg_url)
+    key = await make_key()
+    async with app.router.lifespan_context(app):
+        if "rate_limiter" not in app.state.ctx.extras:
+            pytest.skip("the rate limiter is not installed in this build")
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            first = await client.post("/mcp", json=INIT, headers={**HEADERS, **key.headers})
+            second = await client.post("/mcp", json=INIT, headers={**HEADERS, **key.headers})
+    assert first.status_code == 200
+    assert second.status_code == 429
+    assert second.json()["error"]["code"] == "rate_limited"
+    assert int(second.headers["retry-after"]) >= 1

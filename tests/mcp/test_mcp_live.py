@@ -13,7 +13,7 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import Key, KeyFactory
-from tests.mcp.conftest import structured
+from tests.mcp.conftest import exercise_every_tool, structured
 
 FACT = "Deploys go through the blue-green switch; never restart the primary by hand."
 
@@ -34,30 +34,9 @@ async def http_client(base: str, key: str | None, mode: str = "auto") -> AsyncIt
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_tools_over_http(live_server: str, key: Key, mode: str) -> None:
+async def test_every_tool_over_http(live_server: str, key: Key, mode: str) -> None:
     async with http_client(live_server, key.key, mode) as client:
-        names = {t.name for t in (await client.list_tools()).tools}
-        assert {"remember", "list_memories", "forget"} <= names
-        stored = await client.call_tool(
-            "remember", {"content": FACT, "namespace": "ops", "type": "procedure"}
-        )
-        assert not stored.is_error, stored
-        assert stored.meta is not None
-        assert stored.meta["context"] == {"consumed": True}
-        memory_id = structured(stored)["id"]
-        listed = structured(await client.call_tool("list_memories", {"namespace": "ops"}))
-        assert [m["id"] for m in listed["items"]] == [memory_id]
-        assert (listed["offset"], listed["total"], listed["has_more"]) == (0, 1, False)
-        gone = await client.call_tool("forget", {"id": memory_id})
-        assert structured(gone) == {
-            "id": memory_id,
-            "deleted": True,
-            "audit_id": structured(gone)["audit_id"],
-        }
-        again = await client.call_tool("forget", {"id": memory_id})
-        assert again.is_error
-        assert structured(again)["error"]["code"] == "not_found"
-        assert "context" not in (again.meta or {})
+        await exercise_every_tool(client, live_server, key.key, f"ops-{mode}")
 
 
 async def test_no_key_no_access(live_server: str) -> None:

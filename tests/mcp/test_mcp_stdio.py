@@ -10,7 +10,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.conftest import Key, KeyFactory
-from tests.mcp.conftest import ROOT, server_env, structured
+from tests.mcp.conftest import ROOT, exercise_every_tool, server_env, structured
 
 FACT = "The billing service retries webhooks three times with exponential backoff."
 
@@ -25,23 +25,10 @@ def params(pg_url: str, key: str, *extra: str) -> StdioServerParameters:
 
 
 @pytest.mark.parametrize("remote", [False, True], ids=["database", "url"])
-async def test_stdio_tools(pg_url: str, live_server: str, key: Key, remote: bool) -> None:
+async def test_every_tool_over_stdio(pg_url: str, live_server: str, key: Key, remote: bool) -> None:
     extra = ("--url", live_server) if remote else ()
     async with Client(params(pg_url, key.key, *extra)) as client:
-        names = {t.name for t in (await client.list_tools()).tools}
-        assert {"remember", "list_memories", "forget"} <= names
-        stored = await client.call_tool(
-            "remember", {"content": FACT, "namespace": "billing", "type": "claim"}
-        )
-        assert not stored.is_error, stored
-        assert stored.meta is not None
-        assert stored.meta["context"] == {"consumed": True}
-        listed = structured(await client.call_tool("list_memories", {"namespace": "billing"}))
-        assert [m["content"] for m in listed["items"]] == [FACT]
-        rejected = await client.call_tool("remember", {"content": "ok", "namespace": "billing"})
-        assert rejected.is_error
-        assert structured(rejected)["error"]["code"] == "gate_rejected"
-        assert "context" not in (rejected.meta or {})
+        await exercise_every_tool(client, live_server, key.key, "billing")
         invalid = await client.call_tool("list_memories", {"limit": 0})
         assert structured(invalid)["error"]["code"] == "validation_error"
         assert structured(invalid)["error"]["field"] == "limit"

@@ -8,6 +8,7 @@ import uuid
 import httpx
 import pytest
 
+from service.schemas.context import ContextRequest
 from service.schemas.memories import RememberRequest
 from tests.conftest import Key, KeyFactory
 from tests.mcp.conftest import Connect, structured
@@ -28,8 +29,21 @@ async def test_lists_the_tools_with_schemas_from_the_http_models(
 ) -> None:
     async with connect(key) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert {"remember", "list_memories", "forget"} <= set(tools)
+    assert set(tools) == {
+        "wake",
+        "context",
+        "remember",
+        "recall_artifact",
+        "list_memories",
+        "forget",
+    }
     assert tools["remember"].input_schema == RememberRequest.model_json_schema()
+    context_fields = set(ContextRequest.model_json_schema()["properties"])
+    assert context_fields | {"max_bytes", "head", "tail"} == set(
+        tools["context"].input_schema["properties"]
+    )
+    assert tools["context"].input_schema["required"] == ["goal", "namespace"]
+    assert tools["wake"].input_schema["properties"]["layer"]["const"] == "wake"
     assert tools["list_memories"].input_schema["properties"]["limit"]["maximum"] == 200
     assert tools["forget"].annotations is not None
     assert tools["forget"].annotations.destructive_hint
