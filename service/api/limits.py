@@ -16,7 +16,7 @@ Request size. ``RequestGuard`` (service/app.py) refuses bodies over ``max_body_b
 413 before any work; fields have their own bounds in the schemas (422).
 
 Request text. ``JsonGuard`` refuses, with 422 naming the field and before any work, what no
-endpoint can store or should parse: a NUL character or a lone UTF-16 surrogate anywhere in a
+endpoint can store or should parse: a body that is not UTF-8 (RFC 8259), a NUL character or a lone UTF-16 surrogate anywhere in a
 JSON body or a query parameter (Postgres text and jsonb reject NUL; UTF-8 has no surrogates),
 and JSON nested deeper than ``MAX_JSON_DEPTH`` (Python's parser would recurse until it
 fails). Bodies are checked with two C-speed scans first and parsed only when those find
@@ -249,8 +249,13 @@ def _bad_text_in(value: Any) -> tuple[str, str] | None:
 
 
 def json_body_problem(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> tuple[str, str] | None:
-    """``(field, message)`` for a JSON body no endpoint may accept, else None (malformed
-    JSON is left to the endpoint, which answers it)."""
+    """``(field, message)`` for a JSON body no endpoint may accept (not UTF-8, too deep,
+    NUL or a lone surrogate in a string), else None (malformed JSON is left to the
+    endpoint, which answers it)."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return "body", f"the body is not UTF-8 (byte {exc.start})"
     if body.count(b"[") + body.count(b"{") > max_depth:
         problem = _too_deep(body, max_depth)
         if problem is not None:
