@@ -70,7 +70,7 @@ async def test_metacharacters_and_unicode_round_trip(
 async def test_metacharacters_in_context_goal(
     client: httpx.AsyncClient, key: Key, app: Any
 ) -> None:
-    if not any(getattr(r, "path", None) == "/v1/context" for r in app.routes):
+    if "/v1/context" not in app.openapi()["paths"]:
         return  # not built yet
     await client.post(
         "/v1/remember", json={"namespace": "alice", "content": BASE}, headers=key.headers

@@ -80,6 +80,7 @@ class Mem:
     project: str | None
     marker: str
     hub: bool = False
+    artifact: uuid.UUID | None = None  # for an artifact's memory: the artifact's id
 
 
 @dataclass
@@ -180,12 +181,45 @@ async def build_world(
         world.mems.append(
             Mem(uuid.UUID(hub.json()["id"]), org, hub_ns, hub_project, marker, hub=True)
         )
+        if not _has_route(app, "/v1/artifacts"):
+            continue
+        art_ns, art_project = specs[-1][1], specs[0][2]
+        marker = uuid.uuid4().hex[:12]
+        artifact = await client.post(
+            "/v1/artifacts",
+            json={
+                "namespace": art_ns,
+                "project": art_project,
+                "name": f"Runner inventory {marker}",
+                "summary": f"Runner inventory {marker}: build cache hosts after the March outage",
+                "body": {"marker": marker, "hosts": [{"name": "r1", "disk": "nvme"}]},
+            },
+            headers=admins[org].headers,
+        )
+        assert artifact.status_code == 201, artifact.text
+        created = artifact.json()
+        world.mems.append(
+            Mem(
+                uuid.UUID(created["memory_id"]),
+                org,
+                art_ns,
+                art_project,
+                marker,
+                artifact=uuid.UUID(created["artifact_id"]),
+            )
+        )
     return world
+
+
+def specs_namespaces(specs: list[tuple[int, str, str | None]]) -> set[str]:
+    return {ns for _, ns, _ in specs}
 
 
 def expected_related(world: World, m: Mem) -> set[uuid.UUID]:
     """The one-hop neighbours of ``m`` the subject may see."""
-    peers = [x for x in world.mems if x.org == m.org and x.id != m.id]
+    if m.artifact:
+        return set()
+    peers = [x for x in world.mems if x.org == m.org and x.id != m.id and not x.artifact]
     linked = peers if m.hub else [x for x in peers if x.hub]
     return {x.id for x in linked if world.reaches(x)}
 
@@ -213,7 +247,7 @@ async def test_get_patch_delete_stay_within_reach(
         patched = await client.patch(f"/v1/memories/{m.id}", json={"tags": ["touched"]}, headers=h)
         if world.reaches(m):
             assert got.status_code == 200, got.text
-            assert m.marker in got.json()["content"]
+            assert m.marker in got.json()["content"] + got.json()["name"]
             related = {uuid.UUID(r["id"]) for r in got.json()["related"]}
             assert related == expected_related(world, m)
             assert patched.status_code == 200, patched.text
@@ -224,6 +258,31 @@ async def test_get_patch_delete_stay_within_reach(
                 "error": {"code": "not_found", "message": f"memory {m.id} not found"}
             }
         world.assert_no_foreign_data(got.text + patched.text)
+
+    for m in world.mems:
+        if m.artifact is None:
+            continue
+        read = await client.get(f"/v1/artifacts/{m.artifact}", headers=h)
+        assert read.status_code == (200 if world.reaches(m) else 404), (m, read.text)
+        world.assert_no_foreign_data(read.text)
+        for at in {m.namespace, *specs_namespaces(specs)}:
+            read = await client.get(
+                f"/v1/artifacts/{m.artifact}",
+                params={"namespace": at, "fields": "marker"},
+                headers=h,
+            )
+            world.assert_no_foreign_data(read.text)
+            if read.status_code == 200:
+                assert world.reaches(m)
+                assert m.namespace in ancestors(at)
+                assert read.json()["fields"] == {"marker": m.marker}
+            else:
+                assert read.status_code in (403, 404), read.text
+                assert (
+                    not world.reaches(m)
+                    or m.namespace not in ancestors(at)
+                    or read.status_code == 403
+                )
 
     outside = [m for m in world.mems if not world.reaches(m)]
     inside = [m for m in world.mems if world.reaches(m)]
@@ -464,7 +523,7 @@ async def test_audit_rows_of_other_projects_are_not_listed(
 
 
 def _has_route(app: FastAPI, path: str) -> bool:
-    return any(getattr(r, "path", None) == path for r in app.routes)
+    return path in app.openapi()["paths"]
 
 
 @HYPOTHESIS
@@ -518,8 +577,8 @@ async def test_context_sees_only_ancestors_within_reach(
             and (project is None or m.project in (None, project))
         )
 
-    for section in response.json()["sections"].values():
-        for item in section:
+    for section in response.json()["sections"]:
+        for item in section["items"]:
             m = mems[uuid.UUID(item["id"])]
             assert allowed(m), (at, m)
             for rel in item.get("related", []):
