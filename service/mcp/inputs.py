@@ -7,15 +7,40 @@ and path parameters, so their tools get a model here, with the same names, types
 
 from __future__ import annotations
 
+import re
 import uuid
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from service.errors import InvalidInput
 from service.schemas.context import ContextRequest
 from service.schemas.memories import MemoryType
 
 MIN_MAX_BYTES = 512
+_BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
+
+
+def unstorable_text(arguments: Any) -> InvalidInput | None:
+    """A 422 naming the first string (key or value) Postgres cannot store: a NUL or a lone
+    surrogate. Over HTTP the app's JSON guard refuses these before any work; stdio and
+    in-process clients reach the tools directly, so the tools check the same."""
+    todo: list[tuple[tuple[str, ...], Any]] = [((), arguments)]
+    while todo:
+        path, item = todo.pop()
+        texts = [(path, item)] if isinstance(item, str) else []
+        if isinstance(item, dict):
+            texts = [((*path, str(k)), k) for k in item if isinstance(k, str)]
+            todo.extend(((*path, str(k)), v) for k, v in item.items())
+        elif isinstance(item, list):
+            todo.extend(((*path, str(i)), v) for i, v in enumerate(item))
+        for where, text in texts:
+            found = _BAD_TEXT.search(text)
+            if found is not None:
+                field = ".".join(where) or "arguments"
+                what = "NUL characters" if found.group() == "\x00" else "lone surrogates"
+                return InvalidInput(field, f"{field}: {what} are not allowed in text")
+    return None
 
 
 class TextLimits(BaseModel):

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from service.errors import NotFound
 from service.mcp.backends import Backend
+from service.mcp.inputs import unstorable_text
 from service.mcp.results import from_exception, invalid_arguments
 from service.mcp.tools import TOOLS, ToolSpec
 
@@ -42,12 +43,16 @@ def build_server(backend: Backend, *, tools: tuple[ToolSpec, ...] = TOOLS) -> Se
         try:
             if spec is None:
                 raise NotFound(f"unknown tool {params.name!r}; the tools are {', '.join(by_name)}")
-            try:
-                args = spec.input_model.model_validate(params.arguments or {})
-            except ValidationError as exc:
-                error = invalid_arguments(exc)
-                await backend.refused(rc, spec.action, error)
-                raise error from None
+            arguments = params.arguments or {}
+            refusal = unstorable_text(arguments)
+            if refusal is None:
+                try:
+                    args = spec.input_model.model_validate(arguments)
+                except ValidationError as exc:
+                    refusal = invalid_arguments(exc)
+            if refusal is not None:
+                await backend.refused(rc, spec.action, refusal)
+                raise refusal
             return await spec.run(backend, rc, args)
         except Exception as exc:  # as the API's handlers do: coded errors, else internal_error
             return from_exception(exc, params.name)

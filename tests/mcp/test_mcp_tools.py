@@ -294,3 +294,23 @@ async def test_tool_calls_are_audited_with_the_http_actions(
         (action, outcome, status)
     ]
     assert rows[0]["key_id"] == str(key.key_id)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"content": FACT + "\x00"}, "content"),
+        ({"content": FACT, "metadata": {"note": "a\x00b"}}, "metadata.note"),
+        ({"content": FACT, "url": "https://example.com/\x00"}, "url"),
+        ({"content": FACT, "source": "\ud800"}, "source"),
+        ({"content": FACT, "metadata": {"k\x00": 1}}, "metadata.k\x00"),
+    ],
+)
+async def test_text_postgres_cannot_store_is_a_validation_error(
+    connect: Connect, key: Key, arguments: dict[str, object], field: str
+) -> None:
+    """What the HTTP JSON guard refuses is refused over MCP too (stdio has no HTTP guard)."""
+    async with connect(key) as mcp:
+        result = await mcp.call_tool("remember", {"namespace": "alice", **arguments})
+    error = structured(result)["error"]
+    assert (error["code"], error["status"], error["field"]) == ("validation_error", 422, field)
