@@ -101,7 +101,7 @@ async def _remember(backend: Backend, rc: Any, args: RememberRequest) -> types.C
 LIST_DESCRIPTION = """\
 Browse stored memories, newest first, filtered by namespace (`alice:s1` exactly, `alice:*` \
 the subtree), type, project, agent_id or tag. Use it to review what is stored or to find an \
-id (to `forget` it, or to `supersede` it with `remember`). To get what is relevant to a task, \
+id (to `forget` it, or to replace it: `remember` with `supersedes` set to it). To get what is relevant to a task, \
 call `context` instead: it ranks by relevance and fits a budget.
 
 Returns `{offset, limit, total, has_more, next_offset, items}`. Page with `offset`/`limit`. \
