@@ -30,8 +30,28 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/pytest -m slow -q
 
+# The benchmark's own venv: the service plus the peers it is compared with (the `bench` extra),
+# kept apart from .venv so that the peers' dependencies never reach the service's.
+BENCH_VENV ?= .venv-bench
+BENCH_BIN := $(BENCH_VENV)/bin
+BENCH_STAMP := $(BENCH_VENV)/.installed
+BENCH_ARGS ?=
+
+$(BENCH_STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), sys.version' || { echo "need Python >= 3.11 (set PYTHON=...)"; exit 1; }
+	test -x $(BENCH_BIN)/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_BIN)/pip install -q --upgrade pip
+	$(BENCH_BIN)/pip install -q torch==2.13.0
+	$(BENCH_BIN)/pip install -q -e '.[bench]'
+	@touch $(BENCH_STAMP)
+
+# The default benchmark (LoCoMo quality + speed at 10k and 100k, 15-minute budget); results in
+# bench-results/. More: make bench BENCH_ARGS="--sizes 10000,100000 --budget-minutes 0"
+bench: $(BENCH_STAMP)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BENCH_BIN)/python scripts/bench.py $(BENCH_ARGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check service tests scripts
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache
