@@ -1145,6 +1145,13 @@ def speed_rows(size: dict[str, Any]) -> list[dict[str, Any]]:
         ("single write p50 ms", ("remember_single", "p50_ms"), ("write_single", "p50_ms"), True),
         ("batch write memories/s", ("remember_batch", "per_s"), ("write_batch", "per_s"), False),
     ]
+    # The service's own targets (issues 3 and 4), stated for 100k memories over 1,000 users.
+    targets = {
+        "context / search p50 ms, c=1": "≤ 10",
+        "context / search p99 ms, c=1": "≤ 25",
+        "single write p50 ms": "≤ 15",
+        "batch write memories/s": "≥ 400",
+    }
     rows = []
     for label, (ck, cf), (pk, pf), lower in spec:
         cv = (c.get(ck) or {}).get(cf)
@@ -1158,6 +1165,7 @@ def speed_rows(size: dict[str, Any]) -> list[dict[str, Any]]:
                 "mem0": mv,
                 "x_langgraph": ratio(cv, lv, lower),
                 "x_mem0": ratio(cv, mv, lower),
+                "target_at_100k": targets.get(label, ""),
             }
         )
     return rows
@@ -1247,11 +1255,21 @@ def markdown_tables(res: dict[str, Any]) -> list[str]:
                 fmt(r["mem0"]),
                 fmt(r["x_langgraph"], 2),
                 fmt(r["x_mem0"], 2),
+                r.get("target_at_100k", ""),
             ]
             for r in size["rows"]
         ]
         lines += _md_table(
-            ["metric", "ctxpack", "LangGraph", "mem0", "× LangGraph", "× mem0"], rows
+            [
+                "metric",
+                "ctxpack",
+                "LangGraph",
+                "mem0",
+                "× LangGraph",
+                "× mem0",
+                "ctxpack target (100k)",
+            ],
+            rows,
         )
         seed = size.get("ctxpack", {}).get("seed") or {}
         lines.append("")
@@ -1500,6 +1518,14 @@ def _ctxpack_version() -> str:
         ).stdout.strip()
     except OSError:
         sha = ""
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "service"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    ).stdout.strip()
+    if sha and dirty:
+        sha += ", service/ with uncommitted changes"
     return f"{v} ({sha})" if sha else v
 
 
