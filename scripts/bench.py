@@ -232,6 +232,23 @@ def group_namespace(group: str) -> str:
     return "locomo-" + re.sub(r"[^A-Za-z0-9_.-]", "-", group)
 
 
+def locomo_eval_module() -> Any:
+    """scripts/locomo_eval.py (the context issue's evaluation), whose loading and asking the
+    ctxpack quality run reuses; None when it is missing or lacks them."""
+    try:
+        import locomo_eval  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    needed = ("load", "ask", "turn_content")
+    return locomo_eval if all(hasattr(locomo_eval, n) for n in needed) else None
+
+
+def turn_text(turn: dict[str, Any]) -> str:
+    """What every system stores for a turn: ``"<speaker>: <text>"`` (as locomo_eval does)."""
+    le = locomo_eval_module()
+    return str(le.turn_content(turn)) if le else f"{turn['speaker']}: {turn['text']}"
+
+
 def recall_table(ranked: dict[str, list[str]], queries: list[dict[str, Any]]) -> dict[str, Any]:
     """Evidence recall@k: |gold ∩ top-k| / |gold| averaged per category and overall."""
     per_cat: dict[str, dict[int, list[float]]] = defaultdict(lambda: {k: [] for k in K_QUALITY})
@@ -471,6 +488,84 @@ def ranked_sources(pack: dict[str, Any], id2turns: dict[str, list[str]]) -> list
 # -------------------------------------------------------------------------- quality
 
 
+def quality_ctxpack_le(
+    ctx: CtxpackServer,
+    le: Any,
+    turns: list[dict[str, Any]],
+    queries: list[dict[str, Any]],
+    args: argparse.Namespace,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """ctxpack's LoCoMo run through scripts/locomo_eval.py's ``load`` (speaker-prefixed turns,
+    ``valid_at``, consecutive turns linked through ``related``) and ``ask`` (deep_search,
+    limit 10), with progress bars and the gate's reasons taken from the responses."""
+    import asyncio
+
+    import httpx
+
+    reasons: Counter[str] = Counter()
+    bars: dict[str, Any] = {}
+
+    async def on_response(response: httpx.Response) -> None:
+        path = response.request.url.path
+        if path.endswith("/remember/batch") and response.status_code == 200:
+            await response.aread()
+            for item in response.json()["items"]:
+                for r in item.get("reasons") or []:
+                    if item["status"] == "rejected":
+                        reasons[r["code"]] += 1
+            bars["load"].update(len(response.json()["items"]))
+        elif path.endswith("/context") and "ask" in bars:
+            bars["ask"].update(1)
+
+    modes = ["hybrid"] + (["lexical", "vector"] if args.variants else [])
+
+    async def run() -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]], float]:
+        async with httpx.AsyncClient(
+            base_url=ctx.base_url,
+            headers={"Authorization": f"Bearer {ctx.key}"},
+            timeout=600,
+            event_hooks={"response": [on_response]},
+        ) as client:
+            bars["load"] = progress(len(turns), "ctxpack: LoCoMo via /v1/remember/batch")
+            t0 = time.perf_counter()
+            loaded = await le.load(client, turns, "locomo-", True)
+            load_s = time.perf_counter() - t0
+            bars.pop("load").close()
+            answers = {}
+            for mode in modes:
+                bars["ask"] = progress(len(queries), f"ctxpack: questions via /v1/context ({mode})")
+                answers[mode] = await le.ask(
+                    client, queries, "locomo-", mode, 10, args.ask_concurrency, "deep_search"
+                )
+                bars.pop("ask").close()
+        return loaded, answers, load_s
+
+    loaded, answers, load_s = asyncio.run(run())
+    evidence = {g for q in queries for g in q["gold_ids"]}
+    counts = loaded["counts"]
+    gate = {
+        "turns": len(turns),
+        "created": counts.get("created", 0),
+        "duplicate": counts.get("duplicate", 0),
+        "rejected": counts.get("rejected", 0),
+        "rejected_reasons": dict(reasons.most_common()),
+        "evidence_turns": len(evidence),
+        "rejected_evidence": sorted(set(loaded["rejected"]) & evidence),
+        "load_s": round(load_s, 1),
+        "load_per_s": round(len(turns) / load_s, 1),
+        "loader": "scripts/locomo_eval.py load(links=True): speaker-prefixed turns, valid_at, "
+        "consecutive turns linked",
+    }
+    out: dict[str, Any] = {}
+    for mode, ans in answers.items():
+        name = "ctxpack" if mode == "hybrid" else f"ctxpack ({mode} only)"
+        res = recall_table({a["qid"]: a["ranked"] for a in ans}, queries)
+        res["query_p50_ms"] = round(pct([a["ms"] for a in ans], 50), 2)
+        res["ask_concurrency"] = args.ask_concurrency
+        out[name] = res
+    return out, gate
+
+
 def quality_ctxpack(
     client: Any,
     turns: list[dict[str, Any]],
@@ -492,7 +587,7 @@ def quality_ctxpack(
             chunk = gturns[i : i + 500]
             items = [
                 {
-                    "content": t["text"],
+                    "content": turn_text(t),
                     "namespace": group_namespace(group),
                     "type": "episode",
                     "source": t["id"],
@@ -600,7 +695,7 @@ def quality_exact_cosine(
             cur.copy("COPY turns (grp, turn_id, embedding) FROM STDIN") as cp,
         ):
             for t in turns:
-                cp.write_row((t["group"], t["id"], str(cache([t["text"]])[0])))
+                cp.write_row((t["group"], t["id"], str(cache([turn_text(t)])[0])))
         conn.execute("CREATE INDEX ON turns (grp)")
         conn.execute("ANALYZE turns")
         sql = "SELECT turn_id FROM turns WHERE grp = %s ORDER BY embedding <=> %s::vector LIMIT 10"
@@ -620,7 +715,7 @@ def quality_bm25(turns: list[dict[str, Any]], queries: list[dict[str, Any]]) -> 
     by_group: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for t in turns:
         by_group[t["group"]].append(t)
-    index = {g: BM25([t["text"] for t in ts]) for g, ts in by_group.items()}
+    index = {g: BM25([turn_text(t) for t in ts]) for g, ts in by_group.items()}
     ranked = {
         q["qid"]: [by_group[q["group"]][i]["id"] for i in index[q["group"]].top(q["query"], 10)]
         for q in queries
@@ -649,9 +744,9 @@ def quality_peer(
             chunk = ts[i : i + 500]
             if bulk is not None and cache is not None:
                 ns = group_namespace(group)
-                bulk([(ns, t["id"], t["text"], cache([t["text"]])[0]) for t in chunk])
+                bulk([(ns, t["id"], turn_text(t), cache([turn_text(t)])[0]) for t in chunk])
             else:
-                peer.add_many(group_namespace(group), [(t["id"], t["text"]) for t in chunk])
+                peer.add_many(group_namespace(group), [(t["id"], turn_text(t)) for t in chunk])
             bar.update(len(chunk))
     bar.close()
     load_s = time.perf_counter() - t0
@@ -1352,6 +1447,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="store LoCoMo in mem0 through add() per item (slow) instead of in bulk",
     )
+    ap.add_argument(
+        "--ask-concurrency", type=int, default=2, help="LoCoMo questions in flight at once"
+    )
     ap.add_argument("--requests", type=int, default=200, help="measured calls at c=1 (c=8: twice)")
     ap.add_argument("--singles", type=int, default=100, help="measured single writes")
     ap.add_argument("--mem0-writes", type=int, default=40, help="measured mem0 add() calls")
@@ -1455,6 +1553,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_quality:
             res["quality"] = run_quality(
                 args,
+                ctx,
                 client,
                 admin_url,
                 cache,
@@ -1531,6 +1630,7 @@ def _ctxpack_version() -> str:
 
 def run_quality(
     args: argparse.Namespace,
+    ctx: CtxpackServer,
     client: Any,
     admin_url: str,
     cache: CachedEmbedder,
@@ -1545,10 +1645,15 @@ def run_quality(
         turns = [t for t in turns if t["group"] in keep]
         queries = [q for q in queries if q["group"] in keep]
     log(f"quality: {len(turns)} turns, {len(queries)} questions")
-    systems, _id2turns, gate = quality_ctxpack(client, turns, queries, args)
+    le = locomo_eval_module()
+    if le is not None:
+        systems, gate = quality_ctxpack_le(ctx, le, turns, queries, args)
+    else:
+        systems, _, gate = quality_ctxpack(client, turns, queries, args)
     log("embedding turns and questions once in process for the peers and the cosine baseline")
     cache.fill(
-        [q["query"] for q in queries] + [t["text"] for t in turns], desc="embed LoCoMo (in process)"
+        [q["query"] for q in queries] + [turn_text(t) for t in turns],
+        desc="embed LoCoMo (in process)",
     )
     cache.hits = cache.misses = 0
     systems["pgvector exact cosine"] = quality_exact_cosine(admin_url, turns, queries, cache)
