@@ -22,7 +22,7 @@ from pydantic import TypeAdapter, ValidationError
 from service.cli import _db_options, _resolve, register_command
 from service.config import Settings
 from service.errors import InvalidInput
-from service.schemas.audit import as_utc
+from service.schemas.audit import as_utc, iso_only
 
 T = TypeVar("T")
 _TIME = TypeAdapter(datetime)
@@ -32,8 +32,8 @@ def _time(field: str, value: str | None) -> datetime | None:
     if value is None:
         return None
     try:
-        return as_utc(_TIME.validate_python(value))
-    except ValidationError as exc:
+        return as_utc(_TIME.validate_python(iso_only(value)))
+    except (ValidationError, ValueError) as exc:
         raise InvalidInput(field, f"--{field}: not an ISO 8601 date or time: {value!r}") from exc
 
 

@@ -7,9 +7,11 @@ call's work is rolled back, its audit row is not). Reads of the trail itself (``
 
 Reading. A key with the read (or admin) scope sees its org's rows. A key limited to namespace
 prefixes sees only rows at namespaces within them; a key limited to projects sees only rows
-whose recorded ``request.project`` is one of them or absent (the same rule as memories with no
-project). Either way a key always sees the rows it wrote itself. Rows hold no memory content
-and no redacted secret: only names, ids, counts and labels.
+whose recorded ``request.project`` is one of them (calls made without a project, such as get,
+list and batch calls, may hold ids of any project, so they are not shown). Either way a key
+always sees the rows it wrote itself. Rows hold no memory content and no redacted secret: only
+names, ids, counts and labels. (A row at a key's namespace may list ids of memories in that
+namespace's ancestors, which a key limited below them cannot read: ids only, never content.)
 
 Tombstones. Deleting a memory erases it, but its id stays in the ``memory_ids`` of the rows
 that wrote or returned it, so ``memory_id=<deleted id>`` still lists its history.

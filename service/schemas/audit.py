@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +19,17 @@ def as_utc(value: datetime | None) -> datetime | None:
     """Times without a zone are taken as UTC."""
     if value is not None and value.tzinfo is None:
         return value.replace(tzinfo=UTC)
+    return value
+
+
+_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+
+
+def iso_only(value: Any) -> Any:
+    """Refuse numbers, which pydantic would otherwise read as unix seconds: times are ISO 8601
+    dates or date-times only."""
+    if isinstance(value, int | float) or (isinstance(value, str) and _NUMBER.fullmatch(value)):
+        raise ValueError("expected an ISO 8601 date or date-time, e.g. 2026-11-01T12:00:00Z")
     return value
 
 
@@ -63,6 +75,11 @@ class AuditQuery(BaseModel):
     full: bool = Field(
         False, description="Include each row's `request` and `details` (as GET /v1/audit/{id})."
     )
+
+    @field_validator("since", "until", mode="before")
+    @classmethod
+    def _iso_only(cls, value: Any) -> Any:
+        return iso_only(value)
 
     @field_validator("since", "until")
     @classmethod

@@ -86,7 +86,8 @@ class AuditFilter:
     matches ``alice`` and ``alice:s1``, not ``alicex``). ``key_namespaces``, ``key_projects``
     and ``own_key_id`` carry the calling key's limits: when the key has namespace prefixes,
     only rows in them are visible; when it has projects, only rows whose recorded project is
-    one of them or absent. Rows the key wrote itself are always visible to it.
+    one of them (a row without one may hold ids of any project). Rows the key wrote itself
+    are always visible to it.
     """
 
     org_id: uuid.UUID
@@ -138,7 +139,7 @@ def _conditions(f: AuditFilter) -> list[ColumnElement[bool]]:
         conds.append(or_(own, *(_under(p) for p in f.key_namespaces)))
     if f.key_projects:
         project = AuditEvent.request["project"].astext
-        conds.append(or_(own, project.is_(None), project.in_(f.key_projects)))
+        conds.append(or_(own, project.in_(f.key_projects)))
     return conds
 
 

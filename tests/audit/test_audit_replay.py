@@ -164,17 +164,18 @@ async def test_only_completed_context_calls_replay(
     assert (await _replay(client, bob, recorded["audit_id"])).status_code == 404
 
 
-async def test_keys_sharing_no_project_cannot_replay(
+async def test_project_limited_keys_replay_calls_of_their_projects(
     client: httpx.AsyncClient, key: Key, make_key: KeyFactory
 ) -> None:
     await _remember(client, key, f"{DEPLOY}, decided in the March review", "alice")
+    both = await make_key(org=key.org, projects=["p1", "p2"])
     p1 = await make_key(org=key.org, projects=["p1"])
     p2 = await make_key(org=key.org, projects=["p2"])
-    recorded = await _context(client, p1)
-    # p2 sees the row (no project recorded) but shares no project with the key that made it.
-    assert (
-        await client.get(f"/v1/audit/{recorded['audit_id']}", headers=p2.headers)
-    ).status_code == 200
-    response = await _replay(client, p2, recorded["audit_id"])
-    assert response.status_code == 403
-    assert response.json()["error"]["code"] == "forbidden"
+    in_p2 = await _context(client, both, project="p2")
+    assert (await _replay(client, p2, in_p2["audit_id"])).status_code == 200
+    # A call of another project, or made without one (its pack may span projects), is not
+    # even visible to a project-limited key.
+    assert (await _replay(client, p1, in_p2["audit_id"])).status_code == 404
+    unscoped = await _context(client, both)
+    assert (await _replay(client, p1, unscoped["audit_id"])).status_code == 404
+    assert (await _replay(client, both, unscoped["audit_id"])).status_code == 200

@@ -138,11 +138,6 @@ def test_memory_404_is_documented() -> None:
         assert "404" in paths[method]["responses"], method
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="service/schemas/audit.py: since/until are documented as date-time but pydantic also "
-    "takes numbers (unix seconds), so `until=0.5` is accepted",
-)
 async def test_audit_time_filters_take_only_datetimes(client: Any, key: Any) -> None:
     response = await client.get("/v1/audit", params={"until": "0.5"}, headers=key.headers)
     assert response.status_code == 422
