@@ -271,8 +271,11 @@ class AuditRepository:
         stmt = text("SELECT pg_try_advisory_xact_lock(:key)").bindparams(key=PRUNE_LOCK_KEY)
         return bool((await self.session.execute(stmt)).scalar_one())
 
-    async def prune(self, now: datetime, default_days: int) -> dict[uuid.UUID, int]:
-        """Delete rows older than their org's retention; return the count deleted per org.
+    async def prune(
+        self, now: datetime, default_days: int, limit: int | None = None
+    ) -> dict[uuid.UUID, int]:
+        """Delete rows older than their org's retention (at most ``limit`` of them); return
+        the count deleted per org.
 
         An org's retention is ``orgs.audit_retention_days``, else ``default_days``; a value of
         0 or less keeps that org's rows forever. Rows of orgs that no longer exist follow the
@@ -284,6 +287,7 @@ class AuditRepository:
             select(AuditEvent.org_id, AuditEvent.id)
             .outerjoin(Org, Org.org_id == AuditEvent.org_id)
             .where(days > 0, AuditEvent.created_at < cutoff)
+            .limit(limit)
         )
         deleted = (
             delete(AuditEvent)

@@ -86,6 +86,23 @@ async def test_prune_follows_each_orgs_retention(
     assert default.org_id not in again.by_org
 
 
+async def test_prune_goes_in_batches(app: FastAPI, make_key: KeyFactory, seed: Seed) -> None:
+    key = await make_key()
+    ids = [await seed(key.org_id) for _ in range(5)]
+    for audit_id in ids:
+        await _backdate(app, audit_id, NOW - timedelta(days=400))
+    passes = []
+    while True:
+        async with app.state.ctx.sessionmaker() as session:
+            result = await prune_audit(session, NOW, default_days=30, batch_size=2)
+            await session.commit()
+        passes.append(result.by_org.get(key.org_id, 0))
+        if not result.more:
+            break
+    assert passes == [2, 2, 1]
+    assert await _remaining(app, ids) == set()
+
+
 async def test_a_concurrent_prune_is_skipped(app: FastAPI) -> None:
     sessionmaker = app.state.ctx.sessionmaker
     async with sessionmaker() as first, sessionmaker() as second:
