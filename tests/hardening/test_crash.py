@@ -174,7 +174,7 @@ def test_kill_9_the_service_mid_batch(tmp_path: Path) -> None:
         counts = check_consistency(database_url(data), writers)
         assert writers.unacked, "the kill landed between batches; nothing was tested mid-batch"
         still_works(restarted)
-        print("kill -9 service:", counts)
+        print("kill -9 service:", counts)  # noqa: T201 (the figures for the report, with -s)
     finally:
         restarted.stop()
 
@@ -202,6 +202,6 @@ def test_kill_9_postgres_mid_batch(tmp_path: Path) -> None:
         counts = check_consistency(database_url(data), writers)
         assert writers.unacked
         still_works(restarted)
-        print("kill -9 postgres:", counts)
+        print("kill -9 postgres:", counts)  # noqa: T201
     finally:
         restarted.stop()
