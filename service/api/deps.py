@@ -49,7 +49,9 @@ async def get_session(state: StateDep) -> AsyncIterator[AsyncSession]:
             raise
 
 
-SessionDep = Annotated[AsyncSession, Depends(get_session)]
+# scope="function": the commit happens before the response is sent, so a client is never
+# told a write succeeded that then failed to commit (the default scope commits afterwards).
+SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
 
 
 def bearer_token(request: Request) -> str:

@@ -85,12 +85,6 @@ async def test_read_calls_may_commit_asynchronously(app: FastAPI, key: Key) -> N
     assert await _setting_at_commit(app, listing) in ("on", "off")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="service/api/deps.py:52: get_session commits after the response is sent (FastAPI runs a "
-    "yield dependency's exit after the response by default); use Depends(get_session, "
-    'scope="function") so a write is acknowledged only once committed',
-)
 async def test_a_write_is_acknowledged_only_after_its_commit(
     app: FastAPI, key: Key, monkeypatch: pytest.MonkeyPatch
 ) -> None:
