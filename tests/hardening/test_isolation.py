@@ -477,15 +477,16 @@ async def _audit_world(
 
 
 @HYPOTHESIS
-@given(specs=MEMORY_SPECS, prefixes=KEY_PREFIXES)
-@example(specs=TRAP_SPECS, prefixes=["alice:s1", "a_b"])
-async def test_audit_listing_stays_within_the_org_and_the_keys_namespaces(
+@given(specs=MEMORY_SPECS, projects=KEY_PROJECTS, prefixes=KEY_PREFIXES)
+@example(**TRAP_KEY)
+async def test_audit_listing_stays_within_the_keys_reach(
     app: FastAPI,
     client: httpx.AsyncClient,
     specs: list[tuple[int, str, str | None]],
+    projects: list[str],
     prefixes: list[str],
 ) -> None:
-    world, rows = await _audit_world(app, client, specs, [], prefixes)
+    world, rows = await _audit_world(app, client, specs, projects, prefixes)
     assert rows
     reach = {m.id for m in world.mems if world.reaches(m)}
     for row in rows:
