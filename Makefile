@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: install run test test-slow bench lint clean
+.PHONY: install run test test-slow load bench lint clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), sys.version' || { echo "need Python >= 3.11 (set PYTHON=...)"; exit 1; }
@@ -29,6 +29,16 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/pytest -m slow -q
+
+# Load: `ctxpack serve` (real model, embedded Postgres in LOAD_DIR, kept between runs so the
+# seeding happens once), LOAD_MEMORIES stored, then mixed remember/context traffic at the
+# highest clean rate for LOAD_SECONDS. Prints the rate and the p99 (scripts/load.py --help).
+LOAD_DIR ?= /tmp/ctxpack-load
+LOAD_MEMORIES ?= 100000
+LOAD_SECONDS ?= 120
+load: $(STAMP)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python scripts/load.py --data-dir $(LOAD_DIR) \
+		--memories $(LOAD_MEMORIES) --duration $(LOAD_SECONDS) $(LOAD_ARGS)
 
 # The benchmark's own venv: the service plus the peers it is compared with (the `bench` extra),
 # kept apart from .venv so that the peers' dependencies never reach the service's.
