@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Key
@@ -112,3 +113,26 @@ async def test_metrics_can_be_turned_off(app_with: AppFactory) -> None:
 async def test_metrics_is_not_in_the_api_schema(client: httpx.AsyncClient) -> None:
     schema = (await client.get("/openapi.json")).json()
     assert "/metrics" not in schema["paths"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="service/domain/context.py does not report packs yet: call "
+    "service.metrics.observe_pack(items, tokens) and count_gated_out(n) once per pack",
+)
+async def test_context_packs_are_measured(client: httpx.AsyncClient, key: Key) -> None:
+    await client.post(
+        "/v1/remember", json={"namespace": "alice", "content": FACT}, headers=key.headers
+    )
+    before = await scrape(client)
+    pack = await client.post(
+        "/v1/context",
+        json={"goal": "staging deploys VPN bastion", "namespace": "alice"},
+        headers=key.headers,
+    )
+    assert pack.status_code == 200, pack.text
+    after = await scrape(client)
+    assert value(after, "ctxpack_pack_items_count") == value(before, "ctxpack_pack_items_count") + 1
+    assert (
+        value(after, "ctxpack_pack_tokens_count") == value(before, "ctxpack_pack_tokens_count") + 1
+    )
