@@ -231,6 +231,8 @@ async def delete_memory(
     ctx.namespace = row.namespace
     ctx.request = {"id": str(memory_id)}
     await MemoryRepository(session).erase(caller.org_id, memory_id)
+    # Its name may have been derived from its content: leave only the id in old rows.
+    await audit_service.erase_from_trail(session, caller.org_id, memory_id, [row.name])
     audit_id = await audit_service.record(
         session, ctx, outcome="deleted", status_code=200, memory_ids=[memory_id],
         details={"tombstone": True},

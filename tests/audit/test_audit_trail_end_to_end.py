@@ -120,9 +120,6 @@ async def test_deleted_memory_stays_as_a_tombstone(
         assert memory_id in item["memory_ids"]
 
 
-@pytest.mark.xfail(
-    reason="needs domain.memories.delete_memory to call audit.erase_from_trail", strict=False
-)
 async def test_delete_erases_the_name_from_the_trail(
     app: FastAPI, client: httpx.AsyncClient, key: Key
 ) -> None:
