@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 
 import httpx
-import pytest
 from fastapi import FastAPI
 from sqlalchemy import text
 
