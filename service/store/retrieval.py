@@ -235,11 +235,22 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
             )
     if use_lex:
         ctes.append(
+            # One tsquery per goal lexeme, quoted as tsquery input wants (quotes and
+            # backslashes doubled); "\:A" is ":A" (weight A, the name) past SQLAlchemy.
+            r"""terms AS MATERIALIZED (
+            SELECT t.lexeme, t.quoted::tsquery AS tq, (t.quoted || '\:A')::tsquery AS tq_name
+            FROM q CROSS JOIN LATERAL (
+                SELECT lexeme,
+                       '''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''
+                FROM unnest(q.terms) AS lexeme) AS t(lexeme, quoted))"""
+        )
+        # Term frequency from two matches per hit and term rather than by unnesting each
+        # hit's positions (several times slower): 1, plus 1 when the name has the term too.
+        ctes.append(
             """tf AS MATERIALIZED (
-            SELECT h.id, h.rel_len, u.lexeme, cardinality(u.positions)::float8 AS tf,
-                   count(*) OVER (PARTITION BY u.lexeme)::float8 AS df
-            FROM hits h CROSS JOIN q CROSS JOIN LATERAL unnest(h.tsv) u
-            WHERE u.lexeme = ANY(q.terms))"""
+            SELECT h.id, h.rel_len, t.lexeme, 1 + (h.tsv @@ t.tq_name)::int::float8 AS tf,
+                   count(*) OVER (PARTITION BY t.lexeme)::float8 AS df
+            FROM hits h JOIN terms t ON h.tsv @@ t.tq)"""
         )
         # idf of every goal term, matched or not: their sum is the lexical share's denominator.
         scope_n = "(SELECT count(*) FROM scoped)" if narrow else "CAST(:scope_n AS float8)"
@@ -262,21 +273,26 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
             ORDER BY share DESC, tf.id
             LIMIT :n_cand)"""
         )
+    # The candidates, each once, carrying its lexical share (0 for vector-only ones).
     if use_vec and use_lex:
-        ctes.append("cand AS (SELECT id FROM vec UNION SELECT id FROM lex)")
+        ctes.append(
+            """cand AS (
+            SELECT id, max(share) AS share, max(matched) AS matched
+            FROM (SELECT id, 0::float8 AS share, '{}'::text[] AS matched FROM vec
+                  UNION ALL SELECT id, share, matched FROM lex) u
+            GROUP BY id)"""
+        )
+    elif use_vec:
+        ctes.append("cand AS (SELECT id, 0::float8 AS share, '{}'::text[] AS matched FROM vec)")
     else:
-        ctes.append(f"cand AS (SELECT id FROM {'vec' if use_vec else 'lex'})")
+        ctes.append("cand AS (SELECT id, share, matched FROM lex)")
 
     cosine = f"1 - (m.embedding <=> {qvec})" if use_vec else "NULL::float8"
-    scored_cosine = "1 - sc.dist" if (use_vec and narrow) else cosine
     ctes.append(
         f"""scored AS (
-        SELECT {cols}, {scored_cosine} AS cosine,
-               {"coalesce(lex.share, 0)" if use_lex else "0::float8"} AS lexical,
-               {"coalesce(lex.matched, '{}')" if use_lex else "'{}'::text[]"} AS matched
-        FROM cand JOIN memories m ON m.org_id = :org AND m.id = cand.id
-        {"JOIN scoped sc ON sc.id = m.id" if (use_vec and narrow) else ""}
-        {"LEFT JOIN lex ON lex.id = m.id" if use_lex else ""})"""
+        SELECT {cols}, {cosine} AS cosine, coalesce(cand.share, 0) AS lexical,
+               cand.matched
+        FROM cand JOIN memories m ON m.org_id = :org AND m.id = cand.id)"""
     )
     if plan.mode == "hybrid":
         relevance = ":vw * s.cosine + (1 - :vw) * s.lexical"

@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""Latency of POST /v1/context over HTTP on a realistic store: 100k memories over 1,000 users.
+
+Seeding goes straight to the database (COPY), not through remember, so a 100k store takes a
+minute rather than an hour of embedding: texts are LoCoMo turns, vectors their MiniLM
+embeddings (computed once and cached in --vectors) plus a little noise, so the vector space
+has the clusters of real text. Per user: 40% of memories at ``u``, 40% in three sessions,
+20% in tasks; random types; 30% in one of five projects; 5% in an agent diary; created over
+the last 90 days; 50 relations. The seed lands in the org of the given key.
+
+Then it asks ``--requests`` packs, one at a time (``--concurrency 1``), each at a random
+user's task namespace with a LoCoMo question as the goal, and prints p50/p90/p99 of the
+client-side latency, per retrieval mode. ``lexical`` never calls the model, so hybrid minus
+lexical is roughly the cost of embedding the goal.
+
+    CTXPACK_DATA_DIR=/tmp/ctxspeed CTXPACK_PORT=8765 ctxpack serve      # prints a key
+    python scripts/context_speed.py --url http://127.0.0.1:8765 --key ctxp_... \\
+        --data-dir /tmp/ctxspeed --seed
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import random
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "bench" / "locomo"
+TYPES = (
+    "decision", "plan", "task", "idea", "claim", "constraint", "rule", "procedure",
+    "pattern", "gotcha", "verification", "domain", "session", "episode",
+)  # fmt: skip
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open() as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def vectors(texts: list[str], cache: Path) -> Any:
+    import numpy as np
+
+    if cache.exists():
+        return np.load(cache)
+    sys.path.insert(0, str(ROOT))
+    from service.embedding.minilm import MiniLMEmbedder
+
+    print(f"embedding {len(texts)} texts once (cached in {cache}) ...", flush=True)
+    array = np.array(MiniLMEmbedder().embed_documents(texts), dtype=np.float32)
+    np.save(cache, array)
+    return array
+
+
+def seed(
+    database_url: str, org_id: uuid.UUID, users: int, per_user: int, cache: Path, prefix: str
+) -> None:
+    import numpy as np
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    turns = read_jsonl(DATA / "memories.jsonl")
+    texts = [f"{t['speaker']}: {t['text']}" for t in turns]
+    base = vectors(texts, cache)
+    rng = np.random.default_rng(7)
+    pick = random.Random(7)
+    now = datetime.now(UTC)
+    started = time.perf_counter()
+    with psycopg.connect(database_url) as conn:
+        register_vector(conn)
+        ids: list[list[uuid.UUID]] = []
+        with conn.cursor().copy(
+            "COPY memories (org_id, id, namespace, type, name, content, content_hash, embedding,"
+            " project, agent_id, created_at, updated_at) FROM STDIN WITH (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(
+                ["uuid", "uuid", "varchar", "varchar", "text", "text", "varchar", "vector",
+                 "varchar", "varchar", "timestamptz", "timestamptz"]
+            )  # fmt: skip
+            for u in range(users):
+                mine: list[uuid.UUID] = []
+                for i in range(per_user):
+                    j = int(rng.integers(len(texts)))
+                    r = rng.random()
+                    user = f"{prefix}u{u}"
+                    ns = (
+                        user
+                        if r < 0.4
+                        else f"{user}:s{i % 3}"
+                        if r < 0.8
+                        else f"{user}:s{i % 3}:t{i % 2}"
+                    )
+                    vec = base[j] + rng.normal(0, 0.02, base.shape[1]).astype(np.float32)
+                    vec /= np.linalg.norm(vec)
+                    when = now - timedelta(days=float(rng.random() * 90))
+                    memory_id = uuid.uuid4()
+                    mine.append(memory_id)
+                    content = texts[j]
+                    copy.write_row(
+                        (
+                            org_id, memory_id, ns, pick.choice(TYPES), content[:80], content,
+                            hashlib.sha256(f"{content}|{u}|{i}".encode()).hexdigest(), vec,
+                            f"p{i % 5}" if rng.random() < 0.3 else None,
+                            "agent-x" if rng.random() < 0.05 else None, when, when,
+                        )
+                    )  # fmt: skip
+                ids.append(mine)
+        edges: set[tuple[uuid.UUID, uuid.UUID, str]] = set()
+        with conn.cursor().copy(
+            "COPY relations (org_id, id, source_id, target_id, relationship) FROM STDIN"
+        ) as copy:
+            for mine in ids:
+                for _ in range(50):
+                    a, b = pick.sample(mine, 2)
+                    rel = pick.choice(("depends_on", "related_to", "derived_from"))
+                    if (a, b, rel) not in edges:
+                        edges.add((a, b, rel))
+                        copy.write_row((org_id, uuid.uuid4(), a, b, rel))
+        conn.commit()
+        conn.autocommit = True
+        conn.execute("VACUUM ANALYZE memories")
+        conn.execute("ANALYZE relations")
+    print(
+        f"seeded {users * per_user} memories, {len(edges)} relations in "
+        f"{time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
+
+
+async def measure(
+    url: str, key: str, users: int, requests: int, mode: str, concurrency: int, prefix: str
+) -> dict[str, float]:
+    questions = [q["query"] for q in read_jsonl(DATA / "queries.jsonl")]
+    pick = random.Random(11)
+    latencies: list[float] = []
+    sizes: list[int] = []
+    sem = asyncio.Semaphore(concurrency)
+    async with httpx.AsyncClient(
+        base_url=url, headers={"Authorization": f"Bearer {key}"}
+    ) as client:
+
+        async def one(goal: str, namespace: str) -> None:
+            body = {"goal": goal, "namespace": namespace, "retrieval": mode}
+            async with sem:
+                started = time.perf_counter()
+                response = await client.post("/v1/context", json=body, timeout=60)
+                latencies.append((time.perf_counter() - started) * 1000)
+            response.raise_for_status()
+            sizes.append(response.json()["total_items"])
+
+        for _ in range(20):  # warm up: connections, prepared statements, the model
+            await one(pick.choice(questions), f"{prefix}u0:s1:t1")
+        latencies.clear()
+        sizes.clear()
+        started = time.perf_counter()
+        await asyncio.gather(
+            *(
+                one(
+                    pick.choice(questions),
+                    f"{prefix}u{pick.randrange(users)}:s{pick.randrange(3)}:t{pick.randrange(2)}",
+                )
+                for _ in range(requests)
+            )
+        )
+        wall = time.perf_counter() - started
+    latencies.sort()
+
+    def q(p: float) -> float:
+        return round(latencies[min(len(latencies) - 1, int(p * len(latencies)))], 2)
+
+    return {
+        "p50_ms": q(0.50), "p90_ms": q(0.90), "p99_ms": q(0.99), "max_ms": round(latencies[-1], 2),
+        "rps": round(requests / wall, 1), "mean_items": round(sum(sizes) / len(sizes), 1),
+    }  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--url", default=os.environ.get("CTXPACK_URL"), required=False)
+    parser.add_argument("--key", default=os.environ.get("CTXPACK_KEY"), required=False)
+    parser.add_argument("--seed", action="store_true", help="seed the store first (direct COPY)")
+    parser.add_argument(
+        "--data-dir", type=Path, help="the server's CTXPACK_DATA_DIR (embedded Postgres)"
+    )
+    parser.add_argument("--database-url", help="or the server's external database URL")
+    parser.add_argument("--users", type=int, default=1000)
+    parser.add_argument("--per-user", type=int, default=100)
+    parser.add_argument("--prefix", default="speed-", help="namespace prefix of the seeded users")
+    parser.add_argument("--vectors", type=Path, default=Path("/tmp/ctxpack-locomo-minilm.npy"))
+    parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--modes", default="hybrid,lexical")
+    parser.add_argument("--out", type=Path, default=Path("context_speed.json"))
+    args = parser.parse_args()
+    if not args.url or not args.key:
+        parser.error("--url and --key (or CTXPACK_URL, CTXPACK_KEY) are required")
+
+    who = httpx.get(f"{args.url}/v1/whoami", headers={"Authorization": f"Bearer {args.key}"}).json()
+    report: dict[str, Any] = {
+        "users": args.users,
+        "per_user": args.per_user,
+        "requests": args.requests,
+    }
+    if args.seed:
+        sys.path.insert(0, str(ROOT))
+        from service.config import Settings
+        from service.store.database import libpq_url, resolve_database_url
+
+        overrides: dict[str, Any] = {"database_url": args.database_url} if args.database_url else {}
+        if args.data_dir:
+            overrides["data_dir"] = args.data_dir
+        url = libpq_url(resolve_database_url(Settings(**overrides)))
+        seed(url, uuid.UUID(who["org_id"]), args.users, args.per_user, args.vectors, args.prefix)
+    results = {}
+    for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
+        results[mode] = asyncio.run(
+            measure(
+                args.url, args.key, args.users, args.requests, mode, args.concurrency, args.prefix
+            )
+        )
+        print(f"{mode:8s} concurrency {args.concurrency}: {json.dumps(results[mode])}", flush=True)
+    report["results"] = results
+    args.out.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
