@@ -16,11 +16,13 @@ Request size. ``RequestGuard`` (service/app.py) refuses bodies over ``max_body_b
 413 before any work; fields have their own bounds in the schemas (422).
 
 Request text. ``JsonGuard`` refuses, with 422 naming the field and before any work, what no
-endpoint can store or should parse: a body that is not UTF-8 (RFC 8259), a NUL character or a lone UTF-16 surrogate anywhere in a
-JSON body or a query parameter (Postgres text and jsonb reject NUL; UTF-8 has no surrogates),
-and JSON nested deeper than ``MAX_JSON_DEPTH`` (Python's parser would recurse until it
-fails). Bodies are checked with two C-speed scans first and parsed only when those find
-something; a typical call pays a few microseconds.
+endpoint can store or should parse: a body that is not UTF-8 (RFC 8259); a NUL character or
+a lone UTF-16 surrogate anywhere in a JSON body or a query parameter (Postgres text and
+jsonb reject NUL; UTF-8 has no surrogates); JSON nested deeper than ``MAX_JSON_DEPTH``
+(Python's parser would recurse until it fails, which FastAPI answers with a 400). Bodies
+are checked with C-speed scans first and parsed only when those find something; a typical
+call pays a few microseconds. The MCP stdio transport has no HTTP in front of it, so the
+schemas and domain keep their own checks; this guard covers every HTTP endpoint at once.
 """
 
 from __future__ import annotations

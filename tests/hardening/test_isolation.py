@@ -465,8 +465,9 @@ async def _audit_world(
     await client.get("/v1/memories", headers=world.subject.headers)
     for m in world.mems:
         await client.get(f"/v1/memories/{m.id}", headers=world.admins[m.org].headers)
+    for org, namespace in sorted({(m.org, m.namespace) for m in world.mems}):
         await client.get(
-            "/v1/memories", params={"namespace": m.namespace}, headers=world.admins[m.org].headers
+            "/v1/memories", params={"namespace": namespace}, headers=world.admins[org].headers
         )
     page = await client.get(
         "/v1/audit", params={"limit": 500, "full": "true"}, headers=world.subject.headers
