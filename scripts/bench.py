@@ -1499,8 +1499,9 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, Any] = {
         "meta": {
             "started": now_iso(),
-            "command": "python scripts/bench.py "
-            + " ".join(sys.argv[1:] if argv is None else argv),
+            "command": " ".join(
+                ["python scripts/bench.py", *(sys.argv[1:] if argv is None else argv)]
+            ),
             "machine": machine_info(),
             "loadavg_before": loadavg(),
             "notes": [],

@@ -36,7 +36,7 @@ def section(res: dict[str, Any], json_path: Path) -> str:
     except ValueError:
         rel = json_path
     lines = [
-        f"Measured by `{meta['command']}` on {meta['started'][:10]}, in "
+        f"Measured by `{meta['command'].strip()}` on {meta['started'][:10]}, in "
         f"{meta['duration_s'] / 60:.1f} minutes, on {m['cpu']} ({m['cores']} cores, "
         f"{m['ram_gb']} GB RAM), load average {meta['loadavg_before']} before and "
         f"{meta.get('loadavg_after')} after (1, 5 and 15 minutes; above {m['cores']}, processes "
