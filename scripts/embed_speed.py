@@ -18,12 +18,15 @@ Backends whose packages are missing are skipped with a note.
 
 Columns: docs/s for encoding --docs texts with batch sizes 1, 8, 64, 500
 (one encode call, batch_size=bs, best of --repeat runs), CPU ms per doc
-(process CPU time, all threads) at bs=64, single-text latency p50/p95 in ms, and
+(process CPU time, all threads) at bs=64, single-text latency p50/p95 in ms and
+CPU ms per single-text call ("1 cpu"; on a busy machine the CPU columns are the
+stable ones), and
 min/mean cosine vs the torch reference over all docs.
 
 Usage:  python scripts/embed_speed.py [--docs 500] [--singles 300]
                                       [--only st-torch-t1,ort-int8-t1] [--threads 1,2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -112,15 +115,23 @@ def export_onnx(mdir: Path, out_dir: Path) -> dict[str, str]:
                 self.m = m
 
             def forward(self, input_ids, attention_mask, token_type_ids):
-                return self.m(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state
+                return self.m(
+                    input_ids=input_ids,
+                    attention_mask=attention_mask,
+                    token_type_ids=token_type_ids,
+                ).last_hidden_state
 
         x = torch.ones(2, 16, dtype=torch.long)
         names = ["input_ids", "attention_mask", "token_type_ids"]
         torch.onnx.export(
-            Wrap(model), (x, x, torch.zeros_like(x)), str(fp32), dynamo=False,
-            input_names=names, output_names=["last_hidden_state"], opset_version=17,
-            dynamic_axes={k: {0: "batch", 1: "seq"} for k in names + ["last_hidden_state"]},
+            Wrap(model),
+            (x, x, torch.zeros_like(x)),
+            str(fp32),
+            dynamo=False,
+            input_names=names,
+            output_names=["last_hidden_state"],
+            opset_version=17,
+            dynamic_axes={k: {0: "batch", 1: "seq"} for k in [*names, "last_hidden_state"]},
         )
     paths["fp32"] = str(fp32)
 
@@ -131,7 +142,7 @@ def export_onnx(mdir: Path, out_dir: Path) -> dict[str, str]:
 
             m = optimize_model(str(fp32), model_type="bert", num_heads=12, hidden_size=384)
             m.save_model_to_file(str(opt))
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             print(f"note: ORT transformer optimizer failed: {e!r}", file=sys.stderr)
     if opt.exists():
         paths["opt"] = str(opt)
@@ -140,8 +151,10 @@ def export_onnx(mdir: Path, out_dir: Path) -> dict[str, str]:
     #  int8n: naive per-tensor, every op   -> too lossy for MiniLM (cos min ~0.93)
     #  int8:  per-channel; FFN down-projections (layer.N/output/dense) and the
     #         embedding layer kept fp32 (they carry the outliers)
-    for key, dst, kw in (("int8n", out_dir / "model_int8_naive.onnx", {}),
-                         ("int8", out_dir / "model_int8_pc.onnx", {"per_channel": True})):
+    for key, dst, kw in (
+        ("int8n", out_dir / "model_int8_naive.onnx", {}),
+        ("int8", out_dir / "model_int8_pc.onnx", {"per_channel": True}),
+    ):
         if not dst.exists() and opt.exists() and not have("onnx"):
             try:
                 import onnx
@@ -150,13 +163,23 @@ def export_onnx(mdir: Path, out_dir: Path) -> dict[str, str]:
                 if key == "int8":
                     g = onnx.load(str(opt), load_external_data=False).graph
                     kw["nodes_to_exclude"] = [
-                        n.name for n in g.node if n.op_type == "EmbedLayerNormalization"
-                        or (n.op_type == "MatMul" and n.name.endswith("/output/dense/MatMul")
-                            and "attention" not in n.name)]
-                quantize_dynamic(str(opt), str(dst), weight_type=QuantType.QInt8,
-                                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-                                 **kw)
-            except Exception as e:  # noqa: BLE001
+                        n.name
+                        for n in g.node
+                        if n.op_type == "EmbedLayerNormalization"
+                        or (
+                            n.op_type == "MatMul"
+                            and n.name.endswith("/output/dense/MatMul")
+                            and "attention" not in n.name
+                        )
+                    ]
+                quantize_dynamic(
+                    str(opt),
+                    str(dst),
+                    weight_type=QuantType.QInt8,
+                    extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+                    **kw,
+                )
+            except Exception as e:
                 print(f"note: int8 quantization ({key}) failed: {e!r}", file=sys.stderr)
         if dst.exists():
             paths[key] = str(dst)
@@ -197,7 +220,7 @@ class OrtEmbedder:
 
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out = np.empty((len(texts), 384), dtype=np.float32)
-        chunks = [order[s:s + batch_size] for s in range(0, len(texts), batch_size)]
+        chunks = [order[s : s + batch_size] for s in range(0, len(texts), batch_size)]
         if self.pool is not None and len(chunks) > 1:
             list(self.pool.map(lambda idx: self._run(texts, idx, out), chunks))
         else:
@@ -235,8 +258,13 @@ class StEmbedder:
         self.model = SentenceTransformer(str(mdir), device="cpu", **kw)
 
     def encode(self, texts: list[str], batch_size: int = 64):
-        return self.model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
-                                 convert_to_numpy=True, show_progress_bar=False)
+        return self.model.encode(
+            texts,
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
 
 
 # -------------------------------------------------------------------------- worker
@@ -258,8 +286,9 @@ def run_worker(spec: dict) -> dict:
             shutil.copytree(mdir, tmp)
         enc = StEmbedder(tmp, threads, backend="onnx")
     else:
-        enc = OrtEmbedder(spec["onnx"], str(mdir / "tokenizer.json"), threads,
-                          spec.get("parallel", 1))
+        enc = OrtEmbedder(
+            spec["onnx"], str(mdir / "tokenizer.json"), threads, spec.get("parallel", 1)
+        )
     load_s = time.perf_counter() - t0
 
     enc.encode(docs[:32], batch_size=8)  # warm-up
@@ -267,11 +296,13 @@ def run_worker(spec: dict) -> dict:
         enc.encode([d], batch_size=1)
 
     lat = []
+    c0 = time.process_time()
     for i in range(spec["singles"]):
         d = docs[i % len(docs)]
         t = time.perf_counter()
         enc.encode([d], batch_size=1)
         lat.append((time.perf_counter() - t) * 1000)
+    single_cpu = (time.process_time() - c0) / spec["singles"] * 1000
     lat.sort()
 
     dps, embs, cpu_ms = {}, None, None
@@ -289,8 +320,14 @@ def run_worker(spec: dict) -> dict:
         if bs == 64:
             embs = np.asarray(e, dtype=np.float32)
 
-    res = {"load_s": load_s, "dps": dps, "cpu_ms": cpu_ms, "p50": lat[len(lat) // 2],
-           "p95": lat[min(len(lat) - 1, int(len(lat) * 0.95))]}
+    res = {
+        "load_s": load_s,
+        "dps": dps,
+        "cpu_ms": cpu_ms,
+        "single_cpu": single_cpu,
+        "p50": lat[len(lat) // 2],
+        "p95": lat[min(len(lat) - 1, int(len(lat) * 0.95))],
+    }
     ref = spec.get("ref")
     if spec.get("save_ref"):
         np.save(spec["save_ref"], embs)
@@ -324,8 +361,10 @@ def bench_tokenizer(mdir: Path, docs: list[str]) -> list[str]:
         t = time.perf_counter()
         n_big = len(tok.encode(big, add_special_tokens=False).ids)
         big_ms = (time.perf_counter() - t) * 1000
-        lines.append(f"tokenizers.Tokenizer: {one:.1f} us/text one-by-one, {batch:.1f} us/text "
-                     f"encode_batch, {n_big} tokens/{len(big.split())} words in {big_ms:.1f} ms")
+        lines.append(
+            f"tokenizers.Tokenizer: {one:.1f} us/text one-by-one, {batch:.1f} us/text "
+            f"encode_batch, {n_big} tokens/{len(big.split())} words in {big_ms:.1f} ms"
+        )
     else:
         lines.append("tokenizers not installed: skipped fast tokenizer timing")
     if not have("transformers"):
@@ -376,26 +415,41 @@ def main() -> int:
     ort_missing = have("onnxruntime", "tokenizers")
     onnx_paths: dict[str, str] = {}
     if not ort_missing:
-        exp_missing = have("torch", "transformers")
+        # torch.onnx.export needs the `onnx` package too; a cached export is reused
+        cached = (work / "onnx" / "model.onnx").exists()
+        exp_missing = [] if cached else have("torch", "transformers", "onnx")
         if exp_missing:
             print(f"note: cannot export ONNX (missing {exp_missing}): ort-* backends skipped")
             ort_missing = exp_missing
         else:
             t = time.perf_counter()
             onnx_paths = export_onnx(mdir, work / "onnx")
-            print(f"onnx export/cache: {sorted(onnx_paths)} in {time.perf_counter() - t:.1f}s "
-                  f"({work / 'onnx'})")
+            print(
+                f"onnx export/cache: {sorted(onnx_paths)} in {time.perf_counter() - t:.1f}s "
+                f"({work / 'onnx'})"
+            )
     # reference first: fp32 sentence-transformers + torch (first thread count)
     for th in threads:
         plan.append((f"st-torch-t{th}", "st-torch", th, st_missing, None))
-    bf16_cpu = "avx512_bf16" in Path("/proc/cpuinfo").read_text() if os.path.exists(
-        "/proc/cpuinfo") else False
+    bf16_cpu = (
+        "avx512_bf16" in Path("/proc/cpuinfo").read_text()
+        if os.path.exists("/proc/cpuinfo")
+        else False
+    )
     for th in threads:
-        plan.append((f"st-bf16-t{th}", "st-bf16", th,
-                     st_missing + ([] if bf16_cpu else ["avx512_bf16 CPU (would be slow)"]), None))
+        plan.append(
+            (
+                f"st-bf16-t{th}",
+                "st-bf16",
+                th,
+                st_missing + ([] if bf16_cpu else ["avx512_bf16 CPU (would be slow)"]),
+                None,
+            )
+        )
     for th in threads:
-        plan.append((f"st-onnx-t{th}", "st-onnx", th,
-                     st_missing + have("onnxruntime", "optimum"), None))
+        plan.append(
+            (f"st-onnx-t{th}", "st-onnx", th, st_missing + have("onnxruntime", "optimum"), None)
+        )
     for key in ("fp32", "opt", "int8n", "int8"):
         miss = ort_missing or ([] if key in onnx_paths else [f"{key} model (onnx pkg?)"])
         for th in threads:
@@ -411,16 +465,28 @@ def main() -> int:
         if missing:
             print(f"skip {name}: missing {', '.join(missing)}")
             continue
-        spec = {"kind": kind, "threads": th, "parallel": 2 if name.endswith("-1x2") else 1, "docs": a.docs, "singles": a.singles,
-                "repeat": a.repeat,
-                "model_dir": str(mdir), "onnx": onnx, "work": str(work)}
+        spec = {
+            "kind": kind,
+            "threads": th,
+            "parallel": 2 if name.endswith("-1x2") else 1,
+            "docs": a.docs,
+            "singles": a.singles,
+            "repeat": a.repeat,
+            "model_dir": str(mdir),
+            "onnx": onnx,
+            "work": str(work),
+        }
         if not os.path.exists(ref_path) and kind == "st-torch":
             spec["save_ref"] = ref_path
         else:
             spec["ref"] = ref_path
         env = dict(os.environ, OMP_NUM_THREADS=str(th))
-        p = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)],
-                           capture_output=True, text=True, env=env)
+        p = subprocess.run(
+            [sys.executable, __file__, "--worker", json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
         if p.returncode or not line:
             err = (p.stderr.strip().splitlines() or ["?"])[-1]
@@ -434,18 +500,29 @@ def main() -> int:
         rows.append(r)
         print(f"done {r['name']}", flush=True)
 
-    hdr = (f"{'backend':22} {'load s':>6} " + " ".join(f"{'bs=' + str(b):>8}" for b in BATCH_SIZES)
-           + f" {'cpu ms':>6} {'p50 ms':>7} {'p95 ms':>7} {'cos min':>8} {'cos mean':>8}")
-    print(f"\n{a.docs} docs, docs/s per batch size (best of {a.repeat}); "
-          f"single-text latency over {a.singles} calls; load avg now {os.getloadavg()[0]:.1f}")
+    hdr = (
+        f"{'backend':22} {'load s':>6} "
+        + " ".join(f"{'bs=' + str(b):>8}" for b in BATCH_SIZES)
+        + f" {'cpu ms':>6} {'p50 ms':>7} {'p95 ms':>7} {'1 cpu':>6}"
+        + f" {'cos min':>8} {'cos mean':>8}"
+    )
+    print(
+        f"\n{a.docs} docs, docs/s per batch size (best of {a.repeat}); "
+        f"single-text latency over {a.singles} calls; load avg now {os.getloadavg()[0]:.1f}"
+    )
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
-        cos = (f"{r['cos_min']:8.5f} {r['cos_mean']:8.5f}" if "cos_min" in r
-               else f"{'n/a':>8} {'n/a':>8}")
-        print(f"{r['name']:22} {r['load_s']:6.2f} "
-              + " ".join(f"{r['dps'][str(b)]:8.0f}" for b in BATCH_SIZES)
-              + f" {r['cpu_ms']:6.2f} {r['p50']:7.2f} {r['p95']:7.2f} {cos}")
+        cos = (
+            f"{r['cos_min']:8.5f} {r['cos_mean']:8.5f}"
+            if "cos_min" in r
+            else f"{'n/a':>8} {'n/a':>8}"
+        )
+        print(
+            f"{r['name']:22} {r['load_s']:6.2f} "
+            + " ".join(f"{r['dps'][str(b)]:8.0f}" for b in BATCH_SIZES)
+            + f" {r['cpu_ms']:6.2f} {r['p50']:7.2f} {r['p95']:7.2f} {r['single_cpu']:6.2f} {cos}"
+        )
 
     print("\ntoken counting:")
     for ln in bench_tokenizer(mdir, make_docs(a.docs)):
