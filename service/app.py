@@ -12,6 +12,7 @@ from typing import Any
 import anyio.to_thread
 from fastapi import FastAPI
 from sqlalchemy import text
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api import health
@@ -57,7 +58,7 @@ class RequestGuard:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_body_bytes:
-                    raise _BodyTooLarge
+                    raise _BodyTooLarge(self.max_body_bytes)
             return message
 
         try:
@@ -77,8 +78,12 @@ class RequestGuard:
         await response(scope, receive, send)
 
 
-class _BodyTooLarge(Exception):
-    pass
+class _BodyTooLarge(StarletteHTTPException):
+    """Raised from ``receive``. An HTTPException, so that FastAPI's own body parsing passes
+    it through (it turns any other exception into a 400) and it renders as 413."""
+
+    def __init__(self, limit: int = 0) -> None:
+        super().__init__(413, f"Request body exceeds {limit} bytes")
 
 
 async def _check_database(state: AppState) -> None:

@@ -27,6 +27,8 @@ from service.schemas.memories import (
 ERRORS = {
     401: {"model": ErrorResponse, "description": "Missing or bad API key"},
     403: {"model": ErrorResponse, "description": "Outside the key's scopes, projects or namespaces"},
+    404: {"model": ErrorResponse, "description": "No such memory within the key's reach"},
+    409: {"model": ErrorResponse, "description": "Another memory in the namespace has this content"},
     422: {"model": ErrorResponse, "description": "Invalid input (the field is named) or rejected by the write gate"},
 }
 

@@ -130,16 +130,7 @@ async def test_429_and_413_are_in_the_openapi_schema(app_with: AppFactory) -> No
         (False, "application/json"),
         (True, "application/json"),
         (False, "text/plain"),
-        pytest.param(
-            True,
-            "text/plain",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="service/app.py: _BodyTooLarge is a plain Exception, which FastAPI's body "
-                "parsing turns into 400 when it reads the body itself (JSON bodies are read "
-                "first by JsonGuard); make it a 413 HTTPException",
-            ),
-        ),
+        (True, "text/plain"),
     ],
 )
 async def test_oversized_body_is_413_before_any_work(
