@@ -90,7 +90,6 @@ def api_key(pg_url: str) -> str:
 def _known(case: Any, failure: Failure) -> bool:
     """Failures of others' code, each pinned by a strict xfail test below (so fixing one
     fails that test, and the entry here should go)."""
-    path = case.operation.path
     return False
 
 
