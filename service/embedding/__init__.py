@@ -20,10 +20,17 @@ def build_embedder(settings: Settings) -> Embedder:
         if not settings.embedder_url:
             raise ServiceUnavailable("CTXPACK_EMBEDDER=openai needs CTXPACK_EMBEDDER_URL")
         embedder = RemoteEmbedder(settings.embedder_url, settings.embedder_model, settings.embedding_dims)
-    else:
+    elif settings.embedder == "minilm-torch":
         from service.embedding.minilm import MiniLMEmbedder
 
         embedder = MiniLMEmbedder(threads=settings.embed_threads, batch_size=settings.embed_batch_size)
+    else:
+        from service.embedding.onnx import OnnxMiniLMEmbedder
+
+        cache = settings.model_cache_dir or settings.data_dir / "models"
+        embedder = OnnxMiniLMEmbedder(
+            cache, threads=settings.embed_threads, batch_size=settings.embed_batch_size
+        )
     if embedder.dims != settings.embedding_dims:
         raise ServiceUnavailable(
             f"embedder {embedder.name} returns {embedder.dims} dims; the column holds "

@@ -39,7 +39,7 @@ class MiniLMEmbedder:
 
     name = MODEL_NAME
 
-    def __init__(self, *, threads: int = 2, batch_size: int = 64) -> None:
+    def __init__(self, *, threads: int = 1, batch_size: int = 64) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
