@@ -53,9 +53,7 @@ class MiniLMEmbedder:
         torch.set_num_threads(max(1, threads))
         self._model = SentenceTransformer(str(model_dir()), device="cpu", local_files_only=True)
         self._batch_size = batch_size
-        get_dims = getattr(self._model, "get_embedding_dimension", None) or getattr(
-            self._model, "get_sentence_embedding_dimension"
-        )
+        get_dims = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         dims = get_dims()
         self._dims = int(dims) if dims else 384
 
