@@ -164,7 +164,9 @@ def drop_database(db_url: str, dbname: str) -> None:
     from psycopg import sql
 
     with psycopg.connect(db_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname))
+        )
 
 
 # ---------------------------------------------------------------- embedding model

@@ -147,11 +147,21 @@ def run_peer(peer, groups, mems, queries, ks=(5, 10), n_add_one=30) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--groups", type=int, default=2, help="number of LoCoMo conversations (default 2)")
-    ap.add_argument("--peers", default="langgraph,mem0", help="comma list: langgraph,mem0,mem0-prefetch")
-    ap.add_argument("--mem0-prefetch", action="store_true", help="also run mem0 with batch-prefetched embeddings (non-default)")
+    ap.add_argument(
+        "--groups", type=int, default=2, help="number of LoCoMo conversations (default 2)"
+    )
+    ap.add_argument(
+        "--peers", default="langgraph,mem0", help="comma list: langgraph,mem0,mem0-prefetch"
+    )
+    ap.add_argument(
+        "--mem0-prefetch",
+        action="store_true",
+        help="also run mem0 with batch-prefetched embeddings (non-default)",
+    )
     ap.add_argument("--allow-network", action="store_true")
     ap.add_argument("--json", type=Path, help="write results as JSON here")
     args = ap.parse_args()
@@ -162,11 +172,17 @@ def main() -> int:
     os.environ.setdefault("MEM0_DIR", os.path.join(tmp, "mem0home"))  # keep mem0 out of ~/.mem0
 
     groups, mems, queries = load_locomo(args.data, args.groups)
-    print(f"LoCoMo: groups={groups} items={sum(len(v) for v in mems.values())} queries={len(queries)}", flush=True)
+    print(
+        f"LoCoMo: groups={groups} items={sum(len(v) for v in mems.values())} queries={len(queries)}",
+        flush=True,
+    )
 
     t0 = time.perf_counter()
     server, url = peers.start_postgres(os.path.join(tmp, "pgdata"))
-    print(f"postgres up in {time.perf_counter() - t0:.1f}s: {url} {peers.server_versions(url)}", flush=True)
+    print(
+        f"postgres up in {time.perf_counter() - t0:.1f}s: {url} {peers.server_versions(url)}",
+        flush=True,
+    )
 
     names = [n.strip() for n in args.peers.split(",") if n.strip()]
     if args.mem0_prefetch and "mem0-prefetch" not in names:
@@ -176,7 +192,9 @@ def main() -> int:
     try:
         t0 = time.perf_counter()
         embedder = peers.STEmbedder(peers.load_model())
-        print(f"model loaded in {time.perf_counter() - t0:.1f}s from {peers.model_path()}", flush=True)
+        print(
+            f"model loaded in {time.perf_counter() - t0:.1f}s from {peers.model_path()}", flush=True
+        )
         for n in names:
             t0 = time.perf_counter()
             if n == "langgraph":
@@ -184,7 +202,9 @@ def main() -> int:
             elif n == "mem0":
                 peer = peers.Mem0Peer(url, peers.model_path())
             elif n == "mem0-prefetch":
-                peer = peers.Mem0Peer(url, peers.model_path(), dbname="bench_mem0_prefetch", prefetch_embeddings=True)
+                peer = peers.Mem0Peer(
+                    url, peers.model_path(), dbname="bench_mem0_prefetch", prefetch_embeddings=True
+                )
                 peer.name = "mem0-prefetch"
             else:
                 raise SystemExit(f"unknown peer {n}")
@@ -201,7 +221,9 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
     print()
-    print(f"{'peer':<14}{'R@5':>8}{'R@10':>8}{'add_many/s':>12}{'add_one/s':>11}{'p50 ms':>9}{'p95 ms':>9}  version")
+    print(
+        f"{'peer':<14}{'R@5':>8}{'R@10':>8}{'add_many/s':>12}{'add_one/s':>11}{'p50 ms':>9}{'p95 ms':>9}  version"
+    )
     for r in results:
         print(
             f"{r['peer']:<14}{r['recall@5']:>8.3f}{r['recall@10']:>8.3f}{r['add_many_items_per_s']:>12.1f}"
@@ -210,7 +232,16 @@ def main() -> int:
     print("versions:", json.dumps(peers.peer_versions()))
     print("python-level network connect attempts:", NET_ATTEMPTS or "none")
     if args.json:
-        args.json.write_text(json.dumps({"results": results, "versions": peers.peer_versions(), "net_attempts": NET_ATTEMPTS}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "results": results,
+                    "versions": peers.peer_versions(),
+                    "net_attempts": NET_ATTEMPTS,
+                },
+                indent=2,
+            )
+        )
     return 0
 
 
