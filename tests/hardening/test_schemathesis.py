@@ -11,8 +11,6 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
-from schemathesis.core.failures import Failure, FailureGroup
-from schemathesis.openapi.checks import UndefinedStatusCode
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     negative_data_rejection,
@@ -87,21 +85,8 @@ def api_key(pg_url: str) -> str:
     return asyncio.run(_admin_key(pg_url))
 
 
-def _known(case: Any, failure: Failure) -> bool:
-    """Failures of others' code, each pinned by a strict xfail test below (so fixing one
-    fails that test, and the entry here should go)."""
-    return False
-
-
 def _run(case: Any, key: str) -> None:
-    try:
-        case.call_and_validate(headers={"Authorization": f"Bearer {key}"}, checks=CHECKS)
-    except FailureGroup as group:
-        if not all(_known(case, f) for f in group.exceptions):
-            raise
-    except UndefinedStatusCode as failure:
-        if not _known(case, failure):
-            raise
+    case.call_and_validate(headers={"Authorization": f"Bearer {key}"}, checks=CHECKS)
 
 
 @schema.parametrize()
@@ -117,7 +102,7 @@ def test_api_conforms_long(case: Any, api_key: str) -> None:
     _run(case, api_key)
 
 
-# --- known failures of others' code (see _known) --------------------------------------------------
+# --- regressions of failures schemathesis found (fixed) ------------------------------------------
 
 
 def test_memory_404_is_documented() -> None:
