@@ -9,14 +9,14 @@ The SQL that applies these numbers lives in ``store/retrieval.py``; the numbers 
 ``cosine`` is MiniLM cosine similarity (computed in SQL as 1 - distance). ``lexical`` is the
 memory's BM25 score (k1=0.9, b=0.4) divided by the goal's whole idf mass times (k1 + 1): 1.0
 means the memory holds every goal term with a saturated frequency, a memory matching only
-one common word scores near 0. On LoCoMo this convex fusion reached recall@10 68.5% against
-57.3% for reciprocal rank fusion (k=60) of the same two lists, because RRF throws away the
-score gaps that tell a strong lexical hit from a weak one (scripts/locomo_eval.py).
+one common word scores near 0. On LoCoMo (offline, the same candidate lists) this weighted
+sum reached recall@10 68.5% against 57.3% for reciprocal rank fusion (k=60): RRF throws away
+the score gaps that tell a strong lexical hit from a weak one.
 
 The relevance gate keeps a candidate when ``cosine >= relevance_floor`` (0.30) or when it
 matches the goal's terms (``lexical >= MIN_LEXICAL_SHARE``) with ``cosine >=
-lexical_relevance_floor`` (0.15). How the floors were chosen: see README, "Calibrating the
-relevance floor", reproduced by ``scripts/locomo_eval.py --calibrate``.
+lexical_relevance_floor`` (0.20). How the floors were chosen: docs/context.md, "Calibrating
+the relevance floor", reproduced by ``scripts/locomo_eval.py --calibrate``.
 """
 
 from __future__ import annotations
