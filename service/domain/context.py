@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service import metrics
 from service.config import Settings
 from service.domain import audit as audit_service
 from service.domain import ranking
@@ -277,6 +278,8 @@ async def compile_context(
             embedder.count_tokens,
         )
     ordered = [item for section in sections for item in section.items]
+    metrics.observe_pack(len(ordered), rendered.tokens)
+    metrics.count_gated_out(ranked.gated_out)
     audit_id = await audit_service.record(
         session,
         ctx,

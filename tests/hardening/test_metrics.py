@@ -6,7 +6,6 @@ from __future__ import annotations
 import uuid
 
 import httpx
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Key
@@ -115,11 +114,6 @@ async def test_metrics_is_not_in_the_api_schema(client: httpx.AsyncClient) -> No
     assert "/metrics" not in schema["paths"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="service/domain/context.py does not report packs yet: call "
-    "service.metrics.observe_pack(items, tokens) and count_gated_out(n) once per pack",
-)
 async def test_context_packs_are_measured(client: httpx.AsyncClient, key: Key) -> None:
     await client.post(
         "/v1/remember", json={"namespace": "alice", "content": FACT}, headers=key.headers
