@@ -49,20 +49,6 @@ def project_scope(key_projects: Sequence[str]) -> ColumnElement[bool]:
     return or_(Memory.project.is_(None), Memory.project.in_(list(key_projects)))
 
 
-_ITERATIVE_SCAN: dict[str, bool] = {}
-
-
-async def supports_iterative_scan(session: AsyncSession) -> bool:
-    """pgvector >= 0.8 has hnsw.iterative_scan; 0.7 (still supported) rejects the setting."""
-    if "ok" not in _ITERATIVE_SCAN:
-        version = (
-            await session.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'vector'"))
-        ).scalar_one_or_none() or "0"
-        major, minor = (int(x) for x in (version.split(".") + ["0"])[:2])
-        _ITERATIVE_SCAN["ok"] = (major, minor) >= (0, 8)
-    return _ITERATIVE_SCAN["ok"]
-
-
 class MemoryRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -130,7 +116,9 @@ class MemoryRepository:
                 FROM memories
                 WHERE org_id = :org AND namespace = p.namespace AND type = p.type
                   AND superseded_by IS NULL
-                ORDER BY embedding <=> p.vec
+                -- "+ 0": an exact scan of the namespace behind the btree, never HNSW. With a
+                -- selective namespace filter HNSW walks most of the graph to fill the limit.
+                ORDER BY (embedding <=> p.vec) + 0
                 LIMIT :lim
             ) m
             WHERE 1 - m.dist >= :threshold
@@ -146,10 +134,6 @@ class MemoryRepository:
             "lim": limit,
             "threshold": threshold,
         }
-        # Big namespaces go through HNSW; let it keep scanning past rows the filter drops
-        # (pgvector >= 0.8), instead of returning fewer neighbours than exist.
-        if await supports_iterative_scan(self.session):
-            await self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
         out: dict[int, list[tuple[uuid.UUID, str, float]]] = {}
         for idx, mid, name, score in (await self.session.execute(sql, params)).all():
             out.setdefault(idx, []).append((mid, name, float(score)))
