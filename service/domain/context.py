@@ -18,7 +18,6 @@ Layers:
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -235,14 +234,10 @@ async def compile_context(
     types = ranking.wake_types() if req.layer == "wake" else None
     scope = _scope(caller, req, visible, types)
     repo = RetrievalRepository(session)
-    # The query embeds in a worker thread while the scope is sized in the database.
-    embedding = (
-        asyncio.ensure_future(embedder.embed_query(query)) if req.retrieval != "lexical" else None
-    )
-    try:
-        scope_rows = await repo.scope_size(scope, settings.exact_scan_max_rows + 1)
-    finally:
-        vector = await embedding if embedding is not None else None
+    # One after the other: overlapping the model with the scope probe gained nothing
+    # measurable on two cores, where both compete for the same CPUs.
+    vector = await embedder.embed_query(query) if req.retrieval != "lexical" else None
+    scope_rows = await repo.scope_size(scope, settings.exact_scan_max_rows + 1)
     plan = ranking.build_plan(
         ranking.PlanInputs(
             mode=req.retrieval,
