@@ -167,6 +167,10 @@ def render_pack(
     by_rank = sorted(range(total), key=lambda i: (-flat[i].score, i))
     keep = set(range(total))
     cut: dict[int, str] = {}
+    whole = _assemble(goal, intent, layer, sections, keep, total, cut)
+    tokens = count(whole)
+    if tokens <= budget:  # the usual case: one count
+        return RenderedPack(markdown=whole, tokens=tokens, omitted=0)
     # Estimate per-item cost once; drop until the estimate fits, then check the real text.
     cost = {i: count(item_line(flat[i])) for i in range(total)}
     fixed = count(_header(goal, intent, layer, total, total)) + 8 * len(sections)
