@@ -47,6 +47,7 @@ from service.store.memories import MemoryRepository
 
 _REDACTOR = Redactor()
 _WS = re.compile(r"\s+")
+_PLACEHOLDER = re.compile(r"\[[A-Z_]+:REDACTED\]")
 NAME_CHARS = 80
 
 
@@ -132,8 +133,10 @@ def _prepare(
     caller.check_namespace(req.namespace)
     caller.check_project(req.project)
     check_metadata(req.metadata, settings, f"{prefix}metadata")
-    if "\x00" in req.content or (req.name and "\x00" in req.name):
+    if "\x00" in req.content:
         raise InvalidInput(f"{prefix}content", "NUL characters are not allowed in text")
+    if req.name and "\x00" in req.name:
+        raise InvalidInput(f"{prefix}name", "NUL characters are not allowed in text")
 
     item = _Prepared(index=index, request=req)
     content = _REDACTOR.redact(req.content)
@@ -158,7 +161,13 @@ def _prepare(
             + ", ".join(sorted(item.redactions))
         )
 
-    item.verdict = gate.check(item.content, type=req.type, name=name.text if name else None)
+    # Gate what is left once the secrets are gone: a memory that was only a secret carries
+    # nothing worth keeping.
+    item.verdict = gate.check(
+        _PLACEHOLDER.sub(" ", item.content).strip() if item.redactions else item.content,
+        type=req.type,
+        name=name.text if name else None,
+    )
     if not item.verdict.accepted:
         item.rejection = [GateReasonOut(code=r.code, hint=r.hint) for r in item.verdict.reasons]
         return item

@@ -298,3 +298,17 @@ async def test_other_org_cannot_touch(client: httpx.AsyncClient, make_key: KeyFa
     assert (await client.patch(f"/v1/memories/{mid}", json={"tags": ["x"]}, headers=b.headers)).status_code == 404
     assert (await client.delete(f"/v1/memories/{mid}", headers=b.headers)).status_code == 404
     assert (await client.get("/v1/memories", headers=b.headers)).json()["total"] == 0
+
+
+async def test_a_memory_that_is_only_a_secret_is_rejected(client: httpx.AsyncClient, auth: dict[str, str]) -> None:
+    token = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+    response = await remember(client, auth, content=token)
+    assert response.status_code == 422
+    assert response.json()["error"]["code"] == "gate_rejected"
+    assert token not in response.text
+
+
+async def test_nul_in_name_names_the_name(client: httpx.AsyncClient, auth: dict[str, str]) -> None:
+    response = await remember(client, auth, name="bad\u0000name")
+    assert response.status_code == 422
+    assert response.json()["error"]["field"] == "name"
