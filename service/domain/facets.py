@@ -6,23 +6,12 @@ context pack it lands in. The intent decides which facets come first and get mor
 
 from __future__ import annotations
 
-MEMORY_TYPES: tuple[str, ...] = (
-    "decision",
-    "plan",
-    "task",
-    "idea",
-    "claim",
-    "constraint",
-    "rule",
-    "artifact",
-    "procedure",
-    "pattern",
-    "gotcha",
-    "verification",
-    "domain",
-    "session",
-    "episode",
-)
+from typing import get_args
+
+from service.schemas.memories import MemoryType
+
+# The types are declared once, as the request schema's Literal.
+MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
 DEFAULT_TYPE = "episode"
 
 FACETS: tuple[str, ...] = (
