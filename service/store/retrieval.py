@@ -253,7 +253,8 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
             FROM hits h JOIN terms t ON h.tsv @@ t.tq)"""
         )
         # idf of every goal term, matched or not: their sum is the lexical share's denominator.
-        scope_n = "(SELECT count(*) FROM scoped)" if narrow else "CAST(:scope_n AS float8)"
+        # N: the memories of the scope's namespaces (the probe's count), on both paths.
+        scope_n = "CAST(:scope_n AS float8)"
         ctes.append(
             f"""idf AS MATERIALIZED (
             SELECT t.lexeme,
@@ -392,7 +393,8 @@ class RetrievalRepository:
 
     async def scope_size(self, scope: Scope, cap: int) -> int:
         """Memories in the scope's namespaces, counted up to ``cap`` (an index-only scan of
-        the btree): enough to choose between an exact scan and the indexes.
+        the btree): enough to choose between an exact scan and the indexes, and the N of
+        BM25's idf on both paths (a wide scope's N is capped; df never exceeds it).
 
         In the same round trip it switches this transaction to generic plans: the ranking
         statement of a narrow scope has one right plan whatever its parameters (the btree,
@@ -456,8 +458,9 @@ class RetrievalRepository:
                 b=plan.bm25_b,
                 min_share=plan.min_lexical_share,
             )
+            params["scope_n"] = scope_rows
             if not narrow:
-                params.update(lex_cap=LEXICAL_HITS_CAP, scope_n=scope_rows)
+                params["lex_cap"] = LEXICAL_HITS_CAP
         if plan.mode == "hybrid":
             params.update(vw=plan.vector_weight, lex_floor=plan.lexical_floor)
         if plan.recency_weight > 0:

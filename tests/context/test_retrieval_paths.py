@@ -1,0 +1,64 @@
+"""The ranking statement's two plans give the same pack: the exact scan of a narrow scope and
+the index path (HNSW with iterative scan, GIN AND btree) of a wide one, scope included."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from fastapi import FastAPI
+
+from service.domain import ranking
+from service.embedding.fake import FakeEmbedder
+from service.store.retrieval import RetrievalRepository, Scope
+from tests.conftest import Key
+from tests.context.conftest import Seeder
+
+GOAL = "Fix the blue green deploy pipeline health checks"
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "lexical", "vector"])
+async def test_index_path_matches_exact_path(
+    app: FastAPI, key: Key, seed: Seeder, mode: str
+) -> None:
+    expected = set()
+    for n in range(12):
+        expected.add(
+            await seed.add(
+                f"blue green deploy pipeline health checks, note {n}", namespace="alice:s1"
+            )
+        )
+    await seed.add("blue green deploy pipeline health checks, sibling", namespace="alice:s2")
+    await seed.add("blue green deploy pipeline health checks, diary", agent_id="other")
+    await seed.add("Bananas are rich in potassium and taste sweet when ripe.")
+    scope = Scope(org_id=key.org_id, namespaces=["alice", "alice:s1"])
+    settings = app.state.ctx.settings
+    plan = ranking.build_plan(
+        ranking.PlanInputs(
+            mode=mode,  # type: ignore[arg-type]
+            layer="deep_search",
+            intent="general",
+            query=GOAL,
+            query_vector=FakeEmbedder().embed_query(GOAL),
+            limit=50,
+            domain=None,
+            include_related=True,
+            related_limit=3,
+        ),
+        settings,
+    )
+    results = []
+    for exact_max in (10_000, 0):
+        async with app.state.ctx.sessionmaker() as session:
+            repo = RetrievalRepository(session)
+            size = await repo.scope_size(scope, 10_001)
+            pack = await repo.rank(
+                scope, dataclasses.replace(plan, exact_scan_max_rows=exact_max), size
+            )
+            results.append(pack)
+            await session.rollback()
+    exact, indexed = results
+    assert {r.id for r in exact.rows} == expected
+    assert [r.id for r in indexed.rows] == [r.id for r in exact.rows]
+    assert [round(r.score, 6) for r in indexed.rows] == [round(r.score, 6) for r in exact.rows]
+    assert indexed.gated_out == exact.gated_out
