@@ -394,7 +394,7 @@ class RetrievalRepository:
     async def scope_size(self, scope: Scope, cap: int) -> int:
         """Memories in the scope's namespaces, counted up to ``cap`` (an index-only scan of
         the btree): enough to choose between an exact scan and the indexes, and the N of
-        BM25's idf on both paths (a wide scope's N is capped; df never exceeds it).
+        BM25's idf on both paths (a wide scope's N is capped; idf uses greatest(N, df)).
 
         In the same round trip it switches this transaction to generic plans: the ranking
         statement of a narrow scope has one right plan whatever its parameters (the btree,
