@@ -49,7 +49,8 @@ for _k, _v in (
 import importlib.metadata as _md  # noqa: E402
 import shutil  # noqa: E402
 import tempfile  # noqa: E402
-from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable  # noqa: E402
+from collections.abc import Callable, Iterable, Sequence  # noqa: E402
+from typing import Any, Protocol, runtime_checkable  # noqa: E402
 
 EMBED_DIMS = 384
 LANGGRAPH_DB = "bench_langgraph"
@@ -387,7 +388,7 @@ class Mem0Peer:
             return
         emb = self.memory.embedding_model
         vecs = emb.embed_batch([t for _, t in items], "add")
-        cache = {t: v for (_, t), v in zip(items, vecs)}
+        cache = {t: v for (_, t), v in zip(items, vecs, strict=False)}
         orig = emb.embed
 
         def cached_embed(text, memory_action=None):
@@ -426,17 +427,17 @@ class Mem0Peer:
 
 
 __all__ = [
-    "PeerStore",
+    "EMBED_DIMS",
     "LangGraphPeer",
     "Mem0Peer",
+    "PeerStore",
     "STEmbedder",
+    "db_url_for",
+    "drop_database",
+    "ensure_database",
+    "load_model",
+    "model_path",
     "peer_versions",
     "server_versions",
     "start_postgres",
-    "ensure_database",
-    "drop_database",
-    "db_url_for",
-    "model_path",
-    "load_model",
-    "EMBED_DIMS",
 ]

@@ -82,7 +82,7 @@ def pct(values: list[float], p: float) -> float:
     if not values:
         return float("nan")
     s = sorted(values)
-    i = min(len(s) - 1, max(0, int(round(p / 100 * (len(s) - 1)))))
+    i = min(len(s) - 1, max(0, round(p / 100 * (len(s) - 1))))
     return s[i]
 
 

@@ -1,3 +1,5 @@
-from service.cli import main
 import sys
+
+from service.cli import main
+
 sys.exit(main())

@@ -22,11 +22,11 @@ from fastapi import FastAPI
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from service.app import create_app  # noqa: E402
-from service.config import Settings  # noqa: E402
-from service.domain import keys as key_service  # noqa: E402
-from service.embedding.fake import FakeEmbedder  # noqa: E402
-from service.store.database import (  # noqa: E402
+from service.app import create_app
+from service.config import Settings
+from service.domain import keys as key_service
+from service.embedding.fake import FakeEmbedder
+from service.store.database import (
     _with_database,
     create_engine,
     ensure_database,
@@ -41,7 +41,7 @@ def pg_server() -> Iterator[object]:
     root = Path(tempfile.mkdtemp(prefix="ctxpack-test-"))
     root.chmod(0o755)
     server = start_embedded(root, cleanup_mode="delete")
-    yield server
+    return server
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,7 @@ def test_keys_create_list_revoke(pg_url: str, capsys: pytest.CaptureFixture[str]
     listing = capsys.readouterr().out
     assert key not in listing  # never the secret
     assert key[:12] in listing
-    row = [line for line in listing.splitlines() if "cli-org" in line][0].split("\t")
+    row = next(line for line in listing.splitlines() if "cli-org" in line).split("\t")
     key_id = row[0]
     assert row[4] == "read" and row[5] == "p1" and row[6] == "alice" and row[7] == "active"
 

@@ -7,7 +7,13 @@ import pytest
 from alembic import command
 from alembic.util.exc import CommandError
 
-from service.store.database import alembic_config, downgrade, ensure_database, upgrade, _with_database
+from service.store.database import (
+    _with_database,
+    alembic_config,
+    downgrade,
+    ensure_database,
+    upgrade,
+)
 
 
 def test_alembic_check_finds_no_drift(pg_url: str) -> None:
