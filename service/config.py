@@ -100,11 +100,6 @@ class _CoreSettings(BaseSettings):
         description="Cosine floor for candidates that also match the goal's terms in full text "
         "(at least 10% of the goal's idf-weighted terms); 98% of LoCoMo evidence turns reach it.",
     )
-    rrf_k: int = Field(
-        60,
-        description="Unused: packs fuse cosine and BM25 by a weighted sum, which beat "
-        "reciprocal rank fusion on LoCoMo (docs/context.md).",
-    )
     candidate_multiplier: int = Field(
         4, description="Candidates fetched per retriever, as a multiple of the pack limit."
     )
