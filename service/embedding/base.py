@@ -41,6 +41,14 @@ class AsyncEmbedder:
     def __init__(self, embedder: Embedder, concurrency: int = 1) -> None:
         self.sync = embedder
         self._limiter = anyio.CapacityLimiter(max(1, concurrency))
+        # Queries get a lane of their own: a context call must not wait behind a 500-item
+        # batch write holding the document lane (both run the same thread-safe model).
+        # Only for embedders that declare concurrent calls safe (sentence-transformers'
+        # tokenizer is mutated per call and is not).
+        if getattr(embedder, "thread_safe", False):
+            self._query_limiter = anyio.CapacityLimiter(max(1, concurrency))
+        else:
+            self._query_limiter = self._limiter
 
     @property
     def dims(self) -> int:
@@ -54,7 +62,9 @@ class AsyncEmbedder:
         )
 
     async def embed_query(self, text: str) -> list[float]:
-        return await anyio.to_thread.run_sync(self.sync.embed_query, text, limiter=self._limiter)
+        return await anyio.to_thread.run_sync(
+            self.sync.embed_query, text, limiter=self._query_limiter
+        )
 
     def count_tokens(self, text: str) -> int:
         return self.sync.count_tokens(text)

@@ -12,6 +12,8 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 class FakeEmbedder:
     name = "fake"
+    # Sessions, tokenizers and clients here take concurrent calls.
+    thread_safe = True
 
     def __init__(self, dims: int = 384) -> None:
         self._dims = dims

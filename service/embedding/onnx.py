@@ -77,6 +77,8 @@ class OnnxMiniLMEmbedder:
     shares the cores, and a spinning runtime starves it."""
 
     name = MODEL_NAME
+    # Sessions, tokenizers and clients here take concurrent calls.
+    thread_safe = True
 
     def __init__(self, cache_dir: Path, *, threads: int = 1, batch_size: int = 64) -> None:
         import onnxruntime as ort

@@ -12,6 +12,8 @@ from service.embedding.minilm import count_tokens
 
 class RemoteEmbedder:
     name = "openai"
+    # Sessions, tokenizers and clients here take concurrent calls.
+    thread_safe = True
 
     def __init__(self, base_url: str, model: str, dims: int, timeout: float = 30.0) -> None:
         self._url = base_url.rstrip("/") + "/v1/embeddings"

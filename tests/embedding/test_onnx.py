@@ -55,3 +55,29 @@ def test_default_embedder_is_onnx_and_cached(tmp_path: Path) -> None:
     # The second start loads the cached graph.
     second = build_embedder(settings)
     assert _cos(first.embed_query("cache hit"), second.embed_query("cache hit")) > 0.99999
+
+
+async def test_queries_do_not_wait_behind_a_batch(onnx_embedder: OnnxMiniLMEmbedder) -> None:
+    import time
+
+    import anyio
+
+    from service.embedding import AsyncEmbedder
+
+    embedder = AsyncEmbedder(onnx_embedder, concurrency=1)
+    texts = [f"{TEXTS[3]} variant {i}" for i in range(400)]
+    done: dict[str, float] = {}
+
+    async def batch() -> None:
+        await embedder.embed_documents(texts)
+        done["batch"] = time.perf_counter()
+
+    async def query() -> None:
+        await anyio.sleep(0.05)  # the batch holds the document lane by now
+        await embedder.embed_query("refresh token rotation")
+        done["query"] = time.perf_counter()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(batch)
+        tg.start_soon(query)
+    assert done["query"] < done["batch"]
