@@ -19,6 +19,7 @@ from service.api import health
 from service.api.deps import AppState
 from service.api.errors import error_response, install_error_handlers
 from service.config import Settings
+from service.domain.caller_cache import run_caller_cache
 from service.embedding import AsyncEmbedder, Embedder, build_embedder
 from service.errors import ServiceUnavailable
 from service.store.database import create_engine, make_sessionmaker, resolve_database_url
@@ -148,7 +149,7 @@ def create_app(
         description=API_DESCRIPTION,
         lifespan=lifespan,
     )
-    app.state.lifespan_hooks = []
+    app.state.lifespan_hooks = [run_caller_cache]
     app.state.settings = settings
     install_error_handlers(app)
     app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes)

@@ -44,6 +44,12 @@ class _CoreSettings(BaseSettings):
     migrate_on_start: bool = Field(True, description="`serve` runs `alembic upgrade head` first.")
     pool_size: int = Field(10, description="Connections kept in the SQLAlchemy pool.")
     pool_max_overflow: int = Field(10, description="Extra connections allowed above pool_size.")
+    auth_cache_seconds: float = Field(
+        60.0,
+        description="How long a process keeps an authenticated key in memory (0: look every "
+        "call up). Revocations still apply at once: each server LISTENs for them, and serves "
+        "from the cache only while that connection is up.",
+    )
     log_level: str = Field("INFO", description="Log level of the JSON logs on stderr.")
 
     # --- embedder ------------------------------------------------------------------------

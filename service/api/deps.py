@@ -11,7 +11,7 @@ from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from service.config import Settings
-from service.domain import keys as key_service
+from service.domain import caller_cache
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.embedding import AsyncEmbedder
@@ -65,8 +65,9 @@ def bearer_token(request: Request) -> str:
 async def get_caller(request: Request, state: StateDep) -> Caller:
     """The authenticated caller. 401 when the key is missing, unknown or revoked."""
     token = bearer_token(request)
-    async with state.sessionmaker() as session:
-        caller = await key_service.authenticate(session, token)
+    caller = await caller_cache.authenticate(
+        state.extras.get("caller_cache"), state.sessionmaker, token
+    )
     if caller is None:
         raise AuthenticationError("Invalid or revoked API key")
     request.state.caller = caller

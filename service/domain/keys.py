@@ -80,8 +80,13 @@ async def revoke_key(session: AsyncSession, key_id: str) -> None:
         kid = uuid.UUID(key_id)
     except ValueError as exc:
         raise InvalidInput("key_id", "not a key id (a UUID, see `ctxpack keys list`)") from exc
-    if not await KeyRepository(session).revoke(kid):
+    key_hash = await KeyRepository(session).revoke(kid)
+    if key_hash is None:
         raise NotFound(f"no active key {key_id}")
+    # Every server drops the key from its caller cache when this commits.
+    from service.domain.caller_cache import announce_revocation
+
+    await announce_revocation(session, key_hash)
 
 
 async def bootstrap_admin_key(session: AsyncSession) -> CreatedKey | None:

@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from service.config import Settings
-from service.domain import keys as key_service
+from service.domain import caller_cache
 from service.domain.auth import Caller
 from service.errors import AuthenticationError, CtxpackError, ServiceUnavailable
 from service.mcp.backends import CALLER_SCOPE_KEY, LocalBackend, caller_from_request
@@ -68,8 +68,9 @@ class McpEndpoint:
             if manager is None:
                 raise ServiceUnavailable("MCP is not running (the app has not started)")
             token = _bearer(scope)
-            async with state.sessionmaker() as session:
-                caller = await key_service.authenticate(session, token)
+            caller = await caller_cache.authenticate(
+                state.extras.get("caller_cache"), state.sessionmaker, token
+            )
             if caller is None:
                 raise AuthenticationError("Invalid or revoked API key")
             limiter = state.extras.get("rate_limiter")

@@ -69,14 +69,15 @@ class KeyRepository:
         rows = await self.session.execute(stmt.order_by(Org.name, ApiKey.created_at))
         return [(k, n) for k, n in rows.all()]
 
-    async def revoke(self, key_id: uuid.UUID) -> bool:
+    async def revoke(self, key_id: uuid.UUID) -> str | None:
+        """Revoke an active key; returns its hash, or None when there was no such key."""
         stmt = (
             update(ApiKey)
             .where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None))
             .values(revoked_at=datetime.now(UTC))
+            .returning(ApiKey.key_hash)
         )
-        result = await self.session.execute(stmt)
-        return bool(result.rowcount)  # type: ignore[attr-defined]
+        return (await self.session.execute(stmt)).scalar_one_or_none()
 
     async def count_keys(self) -> int:
         return int((await self.session.execute(select(func.count()).select_from(ApiKey))).scalar_one())
