@@ -124,6 +124,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         url = database_url or await anyio.to_thread.run_sync(resolve_database_url, settings)
         engine = create_engine(url, settings)
+        pack_engine = create_engine(url, settings, generic_plans=True)
         model = embedder or await anyio.to_thread.run_sync(build_embedder, settings)
         state = AppState(
             settings=settings,
@@ -131,6 +132,7 @@ def create_app(
             sessionmaker=make_sessionmaker(engine),
             embedder=AsyncEmbedder(model, settings.embed_concurrency),
             database_url=url,
+            read_sessionmaker=make_sessionmaker(pack_engine),
         )
         await _check_database(state)
         app.state.ctx = state
@@ -142,6 +144,7 @@ def create_app(
                 yield
             finally:
                 await engine.dispose()
+                await pack_engine.dispose()
 
     app = FastAPI(
         title="ctxpack",

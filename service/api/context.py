@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from service.api.deps import CallerDep, EmbedderDep, SessionDep, StateDep, audited
+from service.api.deps import CallerDep, EmbedderDep, PackSessionDep, StateDep, audited
 from service.domain import context as context_service
 from service.domain.audit import AuditContext
 from service.schemas.common import ErrorResponse
@@ -28,7 +28,7 @@ router = APIRouter(prefix="/v1", tags=["context"], responses=ERRORS)  # type: ig
 @router.post("/context", response_model=ContextResponse)
 async def context(
     body: ContextRequest,
-    session: SessionDep,
+    session: PackSessionDep,
     embedder: EmbedderDep,
     state: StateDep,
     caller: CallerDep,

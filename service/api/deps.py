@@ -28,6 +28,12 @@ class AppState:
     embedder: AsyncEmbedder
     database_url: str
     extras: dict[str, Any] = field(default_factory=dict)
+    # Context packs' pool (generic plans; see database.create_engine). None: ``sessionmaker``.
+    read_sessionmaker: async_sessionmaker[AsyncSession] | None = None
+
+    @property
+    def pack_sessionmaker(self) -> async_sessionmaker[AsyncSession]:
+        return self.read_sessionmaker or self.sessionmaker
 
 
 def get_state(request: Request) -> AppState:
@@ -47,6 +53,20 @@ async def get_session(state: StateDep) -> AsyncIterator[AsyncSession]:
         except BaseException:
             await session.rollback()
             raise
+
+
+async def get_pack_session(state: StateDep) -> AsyncIterator[AsyncSession]:
+    """The unit of work of a context pack, on the pack pool."""
+    async with state.pack_sessionmaker() as session:
+        try:
+            yield session
+            await session.commit()
+        except BaseException:
+            await session.rollback()
+            raise
+
+
+PackSessionDep = Annotated[AsyncSession, Depends(get_pack_session, scope="function")]
 
 
 # scope="function": the commit happens before the response is sent, so a client is never

@@ -19,14 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service.cache import TtlLru
 from service.domain import auth
 from service.domain import keys as key_service
 
@@ -42,36 +41,25 @@ class CallerCache:
     """Key hash -> Caller, bounded, expiring, and live only while revocations can reach it."""
 
     def __init__(self, ttl_seconds: float, max_entries: int = MAX_ENTRIES) -> None:
-        self.ttl = ttl_seconds
-        self.max_entries = max_entries
         self.generation = 0
         self.live = False  # set by the listener while it is connected
-        self._entries: OrderedDict[str, tuple[float, auth.Caller]] = OrderedDict()
+        self._entries: TtlLru[str, auth.Caller] = TtlLru(ttl_seconds, max_entries)
+
+    @property
+    def ttl(self) -> float:
+        return self._entries.ttl
 
     @property
     def enabled(self) -> bool:
         return self.ttl > 0 and self.live
 
     def get(self, key_hash: str) -> auth.Caller | None:
-        if not self.enabled:
-            return None
-        entry = self._entries.get(key_hash)
-        if entry is None:
-            return None
-        expires, caller = entry
-        if expires < time.monotonic():
-            self._entries.pop(key_hash, None)
-            return None
-        return caller
+        return self._entries.get(key_hash) if self.enabled else None
 
     def put(self, key_hash: str, caller: auth.Caller, generation: int) -> None:
         """Keep ``caller`` unless an invalidation happened since ``generation`` was read."""
-        if not self.enabled or generation != self.generation:
-            return
-        self._entries[key_hash] = (time.monotonic() + self.ttl, caller)
-        self._entries.move_to_end(key_hash)
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+        if self.enabled and generation == self.generation:
+            self._entries.put(key_hash, caller)
 
     def invalidate(self, key_hash: str | None = None) -> None:
         """Drop one key (or all, with None); lookups in flight will not be cached."""
@@ -79,7 +67,7 @@ class CallerCache:
         if key_hash is None:
             self._entries.clear()
         else:
-            self._entries.pop(key_hash, None)
+            self._entries.pop(key_hash)
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -18,6 +18,7 @@ Layers:
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -234,10 +235,18 @@ async def compile_context(
     types = ranking.wake_types() if req.layer == "wake" else None
     scope = _scope(caller, req, visible, types)
     repo = RetrievalRepository(session)
-    # One after the other: overlapping the model with the scope probe gained nothing
-    # measurable on two cores, where both compete for the same CPUs.
-    vector = await embedder.embed_query(query) if req.retrieval != "lexical" else None
-    scope_rows = await repo.scope_size(scope, settings.exact_scan_max_rows + 1)
+    # The model (a worker thread) runs while this task probes the scope, which is also
+    # where the session takes its connection from the pool.
+    embedding = (
+        asyncio.ensure_future(embedder.embed_query(query)) if req.retrieval != "lexical" else None
+    )
+    try:
+        scope_rows = await repo.scope_size(scope, settings.exact_scan_max_rows + 1)
+    except BaseException:
+        if embedding is not None:
+            embedding.cancel()
+        raise
+    vector = await embedding if embedding is not None else None
     plan = ranking.build_plan(
         ranking.PlanInputs(
             mode=req.retrieval,

@@ -136,11 +136,12 @@ class LocalBackend:
         rc: Any,
         action: str,
         fn: Callable[[AsyncSession, Caller, AuditContext], Awaitable[T]],
+        sessionmaker: async_sessionmaker[AsyncSession] | None = None,
     ) -> T:
         caller = await self.resolve_caller(rc)
         ctx = AuditContext(action=action, caller=caller)
         try:
-            async with self.resources.sessionmaker() as session:
+            async with (sessionmaker or self.resources.sessionmaker)() as session:
                 try:
                     result = await fn(session, caller, ctx)
                     await session.commit()
@@ -224,7 +225,8 @@ class LocalBackend:
                 session, res.embedder, res.settings, caller, ctx, req
             )
 
-        return await self._call(rc, "context", run)
+        packs = getattr(res, "pack_sessionmaker", None)
+        return await self._call(rc, "context", run, packs)
 
     async def recall_artifact(self, rc: Any, query: RecallArtifactInput) -> ArtifactFields:
         async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> ArtifactFields:

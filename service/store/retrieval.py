@@ -32,6 +32,8 @@ from typing import Any, Literal
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service.cache import TtlLru
+
 Mode = Literal["hybrid", "lexical", "vector"]
 
 
@@ -165,6 +167,9 @@ def scope_params(scope: Scope) -> dict[str, Any]:
 
 # A wide scope's full-text hits read per call, at most (BM25 statistics come from these).
 LEXICAL_HITS_CAP = 20000
+# How long a scope's size is remembered (it picks exact scan vs indexes; see scope_size).
+SCOPE_SIZE_TTL = 10.0
+_SCOPE_SIZES: TtlLru[tuple[Any, ...], int] = TtlLru(SCOPE_SIZE_TTL, 50_000)
 
 
 def vector_literal(vector: list[float]) -> str:
@@ -253,8 +258,14 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
             FROM hits h JOIN terms t ON h.tsv @@ t.tq)"""
         )
         # idf of every goal term, matched or not: their sum is the lexical share's denominator.
-        # N: the memories of the scope's namespaces (the probe's count), on both paths.
-        scope_n = "CAST(:scope_n AS float8)"
+        # N: the memories of the scope's namespaces: counted here for a narrow scope (an
+        # index-only scan), the probe's capped count for a wide one.
+        scope_n = (
+            """(SELECT count(*) FROM memories m
+                WHERE m.org_id = :org AND m.namespace = ANY(CAST(:namespaces AS text[])))::float8"""
+            if narrow
+            else "CAST(:scope_n AS float8)"
+        )
         ctes.append(
             f"""idf AS MATERIALIZED (
             SELECT t.lexeme,
@@ -392,17 +403,29 @@ class RetrievalRepository:
         self.session = session
 
     async def scope_size(self, scope: Scope, cap: int) -> int:
+        """``_probe``'s count, remembered for ``SCOPE_SIZE_TTL`` seconds per org and
+        namespaces: it only chooses the plan (a narrow scope's BM25 N is counted in the
+        ranking statement itself), so a few seconds' staleness changes no result."""
+        key = (scope.org_id, tuple(scope.namespaces), cap)
+        size = _SCOPE_SIZES.get(key)
+        if size is None:
+            size = await self._probe(scope, cap)
+            _SCOPE_SIZES.put(key, size)
+        return size
+
+    async def _probe(self, scope: Scope, cap: int) -> int:
         """Memories in the scope's namespaces, counted up to ``cap`` (an index-only scan of
         the btree): enough to choose between an exact scan and the indexes, and the N of
         BM25's idf on both paths (a wide scope's N is capped; idf uses greatest(N, df)).
 
-        In the same round trip it switches this transaction to generic plans: the ranking
-        statement of a narrow scope has one right plan whatever its parameters (the btree,
-        then work on the fenced rows), and Postgres otherwise re-plans it on every call,
-        which took longer than running it (1.2 of 2.2 ms). A wide scope resets it."""
+        Context packs run on connections that default to generic plans (see
+        ``database.create_engine``): the ranking statement of a narrow scope has one right
+        plan whatever its parameters (the btree, then work on the fenced rows), and Postgres
+        otherwise re-plans it on every call, which took longer than running it (1.2 of
+        2.2 ms). A wide scope goes back to custom plans (``_use_indexes``)."""
         sql = text(
             """
-            SELECT count(*), set_config('plan_cache_mode', 'force_generic_plan', true)
+            SELECT count(*)
             FROM (
                 SELECT 1 FROM memories m
                 WHERE m.org_id = :org AND m.namespace = ANY(CAST(:namespaces AS text[]))
@@ -458,8 +481,8 @@ class RetrievalRepository:
                 b=plan.bm25_b,
                 min_share=plan.min_lexical_share,
             )
-            params["scope_n"] = scope_rows
             if not narrow:
+                params["scope_n"] = scope_rows
                 params["lex_cap"] = LEXICAL_HITS_CAP
         if plan.mode == "hybrid":
             params.update(vw=plan.vector_weight, lex_floor=plan.lexical_floor)

@@ -110,5 +110,5 @@ def test_entries_expire_and_the_cache_is_bounded() -> None:
     for i, caller in enumerate(callers):
         cache.put(str(i), caller, cache.generation)
     assert len(cache) == 2 and cache.get("0") is None and cache.get("2") is callers[2]
-    cache._entries["2"] = (0.0, callers[2])  # expired long ago
+    cache._entries._entries["2"] = (0.0, callers[2])  # expired long ago
     assert cache.get("2") is None
