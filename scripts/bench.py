@@ -403,6 +403,9 @@ class CtxpackServer:
             CTXPACK_RATE_LIMIT_PER_MINUTE="0",
             CTXPACK_LOG_LEVEL="WARNING",
             CTXPACK_AUDIT_PRUNE_INTERVAL_SECONDS="0",
+            # The goals repeat (templates): with the goal cache on, most calls would skip the
+            # model. Off, every measured context call embeds its goal.
+            CTXPACK_QUERY_CACHE_SIZE="0",
         )
         stderr = open(self.workdir / f"serve-{len(self.starts)}.log", "w")
         t0 = time.perf_counter()

@@ -130,7 +130,7 @@ def create_app(
             settings=settings,
             engine=engine,
             sessionmaker=make_sessionmaker(engine),
-            embedder=AsyncEmbedder(model, settings.embed_concurrency),
+            embedder=AsyncEmbedder(model, settings.embed_concurrency, settings.query_cache_size),
             database_url=url,
             read_sessionmaker=make_sessionmaker(pack_engine),
         )

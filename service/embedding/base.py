@@ -7,6 +7,8 @@ from typing import Protocol, runtime_checkable
 import anyio
 import anyio.to_thread
 
+from service.cache import TtlLru
+
 
 @runtime_checkable
 class Embedder(Protocol):
@@ -38,8 +40,13 @@ class AsyncEmbedder:
     """Runs an ``Embedder`` in worker threads with bounded concurrency, so encoding never
     blocks the event loop and two requests never oversubscribe the CPU."""
 
-    def __init__(self, embedder: Embedder, concurrency: int = 1) -> None:
+    def __init__(self, embedder: Embedder, concurrency: int = 1, query_cache: int = 0) -> None:
         self.sync = embedder
+        # Goals repeat (every session start asks its wake pack with the same goal; an agent
+        # re-asks as it works): their vectors are kept, the most recent ``query_cache``.
+        self._queries: TtlLru[str, list[float]] = TtlLru(
+            float("inf") if query_cache > 0 else 0.0, max(query_cache, 1)
+        )
         self._limiter = anyio.CapacityLimiter(max(1, concurrency))
         # Queries get a lane of their own: a context call must not wait behind a 500-item
         # batch write holding the document lane (both run the same thread-safe model).
@@ -62,9 +69,14 @@ class AsyncEmbedder:
         )
 
     async def embed_query(self, text: str) -> list[float]:
-        return await anyio.to_thread.run_sync(
+        cached = self._queries.get(text)
+        if cached is not None:
+            return cached
+        vector = await anyio.to_thread.run_sync(
             self.sync.embed_query, text, limiter=self._query_limiter
         )
+        self._queries.put(text, vector)
+        return vector
 
     def count_tokens(self, text: str) -> int:
         return self.sync.count_tokens(text)

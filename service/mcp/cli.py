@@ -56,7 +56,7 @@ async def local_backend(settings: Settings, key: str) -> AsyncIterator[Any]:
         resources = StdioResources(
             settings=settings,
             sessionmaker=make_sessionmaker(engine),
-            embedder=AsyncEmbedder(model, settings.embed_concurrency),
+            embedder=AsyncEmbedder(model, settings.embed_concurrency, settings.query_cache_size),
         )
         resolve = caller_from_key(resources.sessionmaker, key)
         await resolve(None)

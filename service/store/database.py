@@ -106,22 +106,35 @@ def async_url(url: str) -> str:
 def create_engine(url: str, settings: Settings, *, generic_plans: bool = False) -> AsyncEngine:
     """The service's async engine and pool. Built once per process, in the app lifespan.
 
-    ``generic_plans``: the pool context packs use. Its connections plan a prepared statement
-    once rather than on every call (``plan_cache_mode=force_generic_plan``), which suits the
-    narrow-scope ranking statement (see store/retrieval.py); the wide path switches back to
-    custom plans for its transaction."""
-    connect_args = {"options": "-c plan_cache_mode=force_generic_plan"} if generic_plans else {}
+    ``generic_plans``: the pool context packs use, which reads and writes only the call's
+    audit row. Its connections
+    - plan a prepared statement once rather than on every call
+      (``plan_cache_mode=force_generic_plan``), which suits the narrow-scope ranking
+      statement (see store/retrieval.py); the wide path switches back to custom plans for
+      its transaction;
+    - run each statement in a transaction of its own (autocommit): no BEGIN or COMMIT round
+      trips around a pack. The audit row commits asynchronously, as it would anyway for a
+      call that wrote nothing else (see store/audit.py)."""
+    extra: dict[str, Any] = {}
+    if generic_plans:
+        extra = {
+            "connect_args": {"options": "-c plan_cache_mode=force_generic_plan"},
+            "isolation_level": "AUTOCOMMIT",
+            "execution_options": {AUTOCOMMIT_OPTION: True},
+        }
     engine = create_async_engine(
         async_url(url),
         pool_size=settings.pool_size,
         max_overflow=settings.pool_max_overflow,
         pool_recycle=1800,
-        connect_args=connect_args,
+        **extra,
     )
     _ping_when_idle(engine.sync_engine.pool)
     return engine
 
 
+# Marks the engines whose connections autocommit (read by the wide ranking path).
+AUTOCOMMIT_OPTION = "ctxpack_autocommit"
 # A pooled connection idle longer than this is pinged before use.
 PING_AFTER_IDLE_SECONDS = 1.0
 

@@ -24,6 +24,7 @@ statement touches, neighbours included, passes the same predicates.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -210,7 +211,7 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
         # thousand rows.
         ctes.append(
             f"""scoped AS MATERIALIZED (
-            SELECT m.id{", m.tsv" if use_lex else ""}{f", m.embedding <=> {qvec} AS dist" if use_vec else ""}
+            SELECT m.id, m.type, m.domain, m.created_at{", m.tsv" if use_lex else ""}{f", m.embedding <=> {qvec} AS dist" if use_vec else ""}
             FROM memories m WHERE {in_scope})"""
         )
         if use_vec:
@@ -300,11 +301,20 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
         ctes.append("cand AS (SELECT id, share, matched FROM lex)")
 
     cosine = f"1 - (m.embedding <=> {qvec})" if use_vec else "NULL::float8"
+    # Candidates carry only what the gate and the score read; whole rows are fetched for
+    # the ranked few. A narrow scope's rows already hold all of it, distance included.
+    if narrow:
+        light = "m.id, m.type, m.domain, m.created_at, " + (
+            "1 - m.dist" if use_vec else "NULL::float8"
+        )
+        source = "JOIN scoped m ON m.id = cand.id"
+    else:
+        light = f"m.id, m.type, m.domain, m.created_at, {cosine}"
+        source = "JOIN memories m ON m.org_id = :org AND m.id = cand.id"
     ctes.append(
         f"""scored AS (
-        SELECT {cols}, {cosine} AS cosine, coalesce(cand.share, 0) AS lexical,
-               cand.matched
-        FROM cand JOIN memories m ON m.org_id = :org AND m.id = cand.id)"""
+        SELECT {light} AS cosine, coalesce(cand.share, 0) AS lexical, cand.matched
+        FROM cand {source})"""
     )
     if plan.mode == "hybrid":
         relevance = ":vw * s.cosine + (1 - :vw) * s.lexical"
@@ -332,15 +342,16 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
         if plan.recency_weight > 0
         else "1.0"
     )
-    out_cols = ", ".join(_MEMORY_COLUMNS)
     ctes.append(
         f"""ranked AS (
-        SELECT {out_cols}, g.cosine, g.lexical, g.matched, g.prior,
-               g.relevance * g.prior * {recency} AS score,
+        SELECT {cols}, t.cosine, t.lexical, t.matched, t.prior, t.score,
                NULL::uuid AS via_id, NULL::text AS via_relationship
-        FROM gated g WHERE g.relevant
-        ORDER BY score DESC, g.id
-        LIMIT :lim)"""
+        FROM (SELECT g.id, g.cosine, g.lexical, g.matched, g.prior,
+                     g.relevance * g.prior * {recency} AS score
+              FROM gated g WHERE g.relevant
+              ORDER BY score DESC, g.id
+              LIMIT :lim) t
+        JOIN memories m ON m.org_id = :org AND m.id = t.id)"""
     )
     pool = "ranked"
     if plan.graph_decay is not None:
@@ -394,6 +405,12 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
     ) p ON true
     ORDER BY p.score DESC, p.id"""
     )
+
+
+def _autocommit(session: AsyncSession) -> bool:
+    bind = session.bind
+    options = bind.get_execution_options() if bind is not None else {}
+    return bool(options.get("ctxpack_autocommit"))
 
 
 class RetrievalRepository:
@@ -492,14 +509,35 @@ class RetrievalRepository:
             params["decay"] = plan.graph_decay
         if plan.related_limit > 0:
             params["related_limit"] = plan.related_limit
-        if not narrow:
-            await self._use_indexes(plan.hnsw_ef_search)
         sql = build_pack_sql(scope, plan, narrow=narrow)
-        result = await self.session.execute(text(sql), params)
+        if narrow:
+            result = await self.session.execute(text(sql), params)
+        else:
+            # The index settings are transaction-local: on an autocommit session (the pack
+            # pool) the two statements get a transaction of their own.
+            explicit = _autocommit(self.session)
+            if explicit:
+                await self.session.execute(text("BEGIN"))
+            try:
+                await self._use_indexes(plan.hnsw_ef_search)
+                result = await self.session.execute(text(sql), params)
+                fetched = result.mappings().all()
+            except BaseException:
+                if explicit:
+                    with contextlib.suppress(Exception):
+                        await self.session.execute(text("ROLLBACK"))
+                raise
+            if explicit:
+                await self.session.execute(text("COMMIT"))
+            return self._pack(fetched, scope_rows)
+        return self._pack(result.mappings().all(), scope_rows)
+
+    @staticmethod
+    def _pack(fetched: Any, scope_rows: int) -> RankedPack:
         rows: list[RankedRow] = []
         gated_out = 0
         candidates = 0
-        for r in result.mappings().all():
+        for r in fetched:
             gated_out = int(r["gated_out"])
             candidates = int(r["candidates"])
             if r["id"] is None:

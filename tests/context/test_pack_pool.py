@@ -1,0 +1,76 @@
+"""Context packs run on their own pool (autocommit, generic plans). A pack over a wide scope
+(the index path, with transaction-local settings) commits its audit row and leaves no
+connection inside a transaction; so does a narrow one."""
+
+from __future__ import annotations
+
+import httpx
+import psycopg
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import text
+
+from service.app import create_app
+from service.embedding.fake import FakeEmbedder
+from service.store.database import libpq_url
+from service.store.retrieval import RetrievalRepository
+from tests.conftest import Key, make_settings
+from tests.context.conftest import Seeder
+
+
+def _idle_in_transaction(pg_url: str) -> int:
+    with psycopg.connect(libpq_url(pg_url)) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND state LIKE 'idle in transaction%'"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+
+async def _audited(app: FastAPI, audit_id: str) -> bool:
+    async with app.state.ctx.sessionmaker() as session:
+        found = await session.execute(
+            text("SELECT 1 FROM audit_events WHERE id = CAST(:id AS uuid)"), {"id": audit_id}
+        )
+        return found.first() is not None
+
+
+async def _pack_then_check(app: FastAPI, key: Key, seed: Seeder, pg_url: str) -> None:
+    for n in range(3):
+        await seed.add(f"The deploy pipeline runs health checks before traffic shifts ({n}).")
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        for _ in range(3):
+            response = await client.post(
+                "/v1/context",
+                json={"goal": "deploy pipeline health checks", "namespace": "alice:s1"},
+                headers=key.headers,
+            )
+            assert response.status_code == 200, response.text
+            body = response.json()
+            assert body["total_items"] == 3
+            assert await _audited(app, body["audit_id"])
+    assert _idle_in_transaction(pg_url) == 0
+
+
+async def test_wide_scope_pack(
+    pg_url: str, key: Key, seed: Seeder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every scope counts as wide: the index path, inside an explicit transaction.
+    calls: list[int] = []
+    use_indexes = RetrievalRepository._use_indexes
+
+    async def spy(self: RetrievalRepository, ef_search: int) -> None:
+        calls.append(ef_search)
+        await use_indexes(self, ef_search)
+
+    monkeypatch.setattr(RetrievalRepository, "_use_indexes", spy)
+    settings = make_settings(pg_url, exact_scan_max_rows=0)
+    wide = create_app(settings, embedder=FakeEmbedder(), database_url=pg_url)
+    async with wide.router.lifespan_context(wide):
+        await _pack_then_check(wide, key, seed, pg_url)
+    assert len(calls) == 3
+
+
+async def test_narrow_scope_pack(app: FastAPI, pg_url: str, key: Key, seed: Seeder) -> None:
+    await _pack_then_check(app, key, seed, pg_url)
