@@ -14,6 +14,10 @@ Backends (each runs in its own subprocess so thread pools don't interfere):
   ort-int8n-tN     naive dynamic int8 quantization of ort-opt (per-tensor, all ops)
   ort-int8-tN      dynamic int8 of ort-opt, per-channel, embeddings + FFN down-proj fp32
   ort-*-1x2        one session, intra_op=1, two batches run concurrently (2 threads)
+  ort-fp32+bf16docs-tN  the service's embedder (service.embedding.onnx) with
+                   embed_documents_precision=bf16: single texts on the fp32 ONNX
+                   session, calls of BF16_MIN_BATCH texts or more on torch bf16
+                   (only where the CPU has avx512_bf16)
 Backends whose packages are missing are skipped with a note.
 
 Columns: docs/s for encoding --docs texts with batch sizes 1, 8, 64, 500
@@ -267,6 +271,27 @@ class StEmbedder:
         )
 
 
+class ServiceEmbedder:
+    """service.embedding.onnx.OnnxMiniLMEmbedder, bf16 document lane on."""
+
+    def __init__(self, cache_dir: Path, threads: int):
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from service.embedding.onnx import OnnxMiniLMEmbedder
+
+        self.emb = OnnxMiniLMEmbedder(cache_dir, threads=threads, documents_precision="bf16")
+        self.lane = self.emb.document_lane(wait=True)
+        if self.lane is None:
+            raise RuntimeError("bf16 document lane unavailable")
+
+    def encode(self, texts: list[str], batch_size: int = 64):
+        import numpy as np
+
+        self.emb._batch_size = self.lane._batch_size = batch_size
+        if len(texts) == 1:  # what a context call or a single remember runs
+            return np.asarray([self.emb.embed_query(texts[0])], dtype=np.float32)
+        return np.asarray(self.emb.embed_documents(texts), dtype=np.float32)
+
+
 # -------------------------------------------------------------------------- worker
 def run_worker(spec: dict) -> dict:
     import numpy as np
@@ -277,6 +302,8 @@ def run_worker(spec: dict) -> dict:
     kind, threads = spec["kind"], spec["threads"]
     if kind in ("st-torch", "st-bf16"):
         enc = StEmbedder(mdir, threads, bf16=kind == "st-bf16")
+    elif kind == "svc-bf16":
+        enc = ServiceEmbedder(Path(spec["work"]) / "svc_models", threads)
     elif kind == "st-onnx":
         # ST may write an onnx/ folder next to the model: use a writable copy.
         import shutil
@@ -456,6 +483,9 @@ def main() -> int:
             plan.append((f"ort-{key}-t{th}", "ort", th, miss, onnx_paths.get(key)))
         if key in ("opt", "int8"):  # 1 intra-op thread, 2 batches in flight
             plan.append((f"ort-{key}-1x2", "ort", 1, miss, onnx_paths.get(key)))
+    svc_missing = ort_missing + st_missing + ([] if bf16_cpu else ["avx512_bf16 CPU"])
+    for th in threads:
+        plan.append((f"ort-fp32+bf16docs-t{th}", "svc-bf16", th, svc_missing, None))
     if a.only:
         keep = set(a.only.split(","))
         plan = [p for p in plan if p[0] in keep]

@@ -29,7 +29,10 @@ def build_embedder(settings: Settings) -> Embedder:
 
         cache = settings.model_cache_dir or settings.data_dir / "models"
         embedder = OnnxMiniLMEmbedder(
-            cache, threads=settings.embed_threads, batch_size=settings.embed_batch_size
+            cache,
+            threads=settings.embed_threads,
+            batch_size=settings.embed_batch_size,
+            documents_precision=settings.embed_documents_precision,
         )
     if embedder.dims != settings.embedding_dims:
         raise ServiceUnavailable(
