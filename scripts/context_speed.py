@@ -13,7 +13,10 @@ user's task namespace with a LoCoMo question as the goal, and prints p50/p90/p99
 client-side latency, per retrieval mode. ``lexical`` never calls the model, so hybrid minus
 lexical is roughly the cost of embedding the goal.
 
-    CTXPACK_DATA_DIR=/tmp/ctxspeed CTXPACK_PORT=8765 ctxpack serve      # prints a key
+    CTXPACK_DATA_DIR=/tmp/ctxspeed CTXPACK_PORT=8765 CTXPACK_RATE_LIMIT_PER_MINUTE=0 \
+        CTXPACK_QUERY_CACHE_SIZE=0 ctxpack serve                         # prints a key
+
+(The goal cache off: a second run would otherwise find its goals' vectors cached.)
     python scripts/context_speed.py --url http://127.0.0.1:8765 --key ctxp_... \\
         --data-dir /tmp/ctxspeed --seed
 """

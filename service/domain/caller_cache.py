@@ -43,6 +43,7 @@ class CallerCache:
     def __init__(self, ttl_seconds: float, max_entries: int = MAX_ENTRIES) -> None:
         self.generation = 0
         self.live = False  # set by the listener while it is connected
+        self.connecting = False
         self._entries: TtlLru[str, auth.Caller] = TtlLru(ttl_seconds, max_entries)
 
     @property
@@ -130,7 +131,12 @@ async def listen(cache: CallerCache, libpq_url: str, stop: asyncio.Event) -> Non
 
     while not stop.is_set():
         try:
-            async with await psycopg.AsyncConnection.connect(libpq_url, autocommit=True) as conn:
+            cache.connecting = True
+            try:
+                conn = await psycopg.AsyncConnection.connect(libpq_url, autocommit=True)
+            finally:
+                cache.connecting = False
+            async with conn:
                 await conn.execute(f"LISTEN {CHANNEL}")
                 cache.invalidate()  # anything revoked while we were away
                 cache.live = True
@@ -165,6 +171,9 @@ async def run_caller_cache(app: Any, state: Any) -> AsyncIterator[None]:
     finally:
         stop.set()
         unregister(cache)
-        task.cancel()
+        # Never cancel a connect half-way (it would leave the connection open): a connecting
+        # listener sees the stop flag as soon as it is connected, and closes.
+        if not cache.connecting:
+            task.cancel()
         with contextlib.suppress(BaseException):
-            await task
+            await asyncio.wait_for(task, 10)

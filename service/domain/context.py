@@ -18,7 +18,6 @@ Layers:
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -235,18 +234,10 @@ async def compile_context(
     types = ranking.wake_types() if req.layer == "wake" else None
     scope = _scope(caller, req, visible, types)
     repo = RetrievalRepository(session)
-    # The model (a worker thread) runs while this task probes the scope, which is also
-    # where the session takes its connection from the pool.
-    embedding = (
-        asyncio.ensure_future(embedder.embed_query(query)) if req.retrieval != "lexical" else None
-    )
-    try:
-        scope_rows = await repo.scope_size(scope, settings.exact_scan_max_rows + 1)
-    except BaseException:
-        if embedding is not None:
-            embedding.cancel()
-        raise
-    vector = await embedding if embedding is not None else None
+    # One after the other: overlapping the model with the scope probe gained nothing
+    # measurable on two cores (the model's two threads take both).
+    vector = await embedder.embed_query(query) if req.retrieval != "lexical" else None
+    scope_rows = await repo.scope_size(scope, settings.exact_scan_max_rows + 1)
     plan = ranking.build_plan(
         ranking.PlanInputs(
             mode=req.retrieval,
