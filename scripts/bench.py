@@ -1025,7 +1025,10 @@ def fetch_vectors(
             (user_ns(first_user),),
         )
         while rows := cur.fetchmany(2000):
-            yield [(ns, src, content, json.loads(vec)) for ns, src, content, vec in rows]
+            yield [
+                (ns, src, content, [float(x) for x in json.loads(vec)])
+                for ns, src, content, vec in rows
+            ]
 
 
 def seed_langgraph(

@@ -258,32 +258,52 @@ async def _store(
     if not accepted:
         return outcome
 
-    # Exact duplicates: against the store, and within the batch itself.
-    existing = await repo.existing_by_hash(
-        caller.org_id, list({(i.request.namespace, i.hash) for i in accepted})
-    )
     fresh: list[_Prepared] = []
-    first_in_batch: dict[tuple[str, str], _Prepared] = {}
     repeats: dict[int, int] = {}  # item index -> index of the same content earlier in the batch
-    for item in accepted:
-        key = (item.request.namespace, item.hash)
-        if key in existing:
-            outcome[item.index] = ("duplicate", existing[key], [])
-        elif key in first_in_batch:
-            repeats[item.index] = first_in_batch[key].index
-        else:
-            first_in_batch[key] = item
-            fresh.append(item)
-    if not fresh:
-        return outcome
-
-    vectors = await embedder.embed_documents([f"{i.name}\n{i.content}" for i in fresh])
-    near = await repo.near_duplicates(
-        caller.org_id,
-        [(i.index, i.request.namespace, i.request.type, v) for i, v in zip(fresh, vectors, strict=True)],
-        settings.near_duplicate_threshold,
-        settings.near_duplicate_limit,
-    )
+    near: dict[int, list[tuple[uuid.UUID, str, float]]]
+    if len(accepted) == 1:
+        # A single write: embed, then the exact and near duplicate checks in one round trip
+        # (a duplicate's vector is wasted; a single write's latency is what matters).
+        item = accepted[0]
+        vectors = await embedder.embed_documents([f"{item.name}\n{item.content}"])
+        exact, close = await repo.probe_one(
+            caller.org_id,
+            item.request.namespace,
+            item.request.type,
+            item.hash,
+            vectors[0],
+            settings.near_duplicate_threshold,
+            settings.near_duplicate_limit,
+        )
+        if exact is not None:
+            outcome[item.index] = ("duplicate", exact, [])
+            return outcome
+        fresh, near = [item], {item.index: close}
+    else:
+        # A batch: exact duplicates first (against the store, and within the batch), so a
+        # re-sent batch costs no model time.
+        existing = await repo.existing_by_hash(
+            caller.org_id, list({(i.request.namespace, i.hash) for i in accepted})
+        )
+        first_in_batch: dict[tuple[str, str], _Prepared] = {}
+        for item in accepted:
+            key = (item.request.namespace, item.hash)
+            if key in existing:
+                outcome[item.index] = ("duplicate", existing[key], [])
+            elif key in first_in_batch:
+                repeats[item.index] = first_in_batch[key].index
+            else:
+                first_in_batch[key] = item
+                fresh.append(item)
+        if not fresh:
+            return outcome
+        vectors = await embedder.embed_documents([f"{i.name}\n{i.content}" for i in fresh])
+        near = await repo.near_duplicates(
+            caller.org_id,
+            [(i.index, i.request.namespace, i.request.type, v) for i, v in zip(fresh, vectors, strict=True)],
+            settings.near_duplicate_threshold,
+            settings.near_duplicate_limit,
+        )
     ids = {i.index: uuid.uuid4() for i in fresh}
     rows = [
         {

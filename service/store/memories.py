@@ -139,6 +139,58 @@ class MemoryRepository:
             out.setdefault(idx, []).append((mid, name, float(score)))
         return out
 
+    async def probe_one(
+        self,
+        org_id: uuid.UUID,
+        namespace: str,
+        type_: str,
+        content_hash: str,
+        vector: list[float],
+        threshold: float,
+        limit: int,
+    ) -> tuple[uuid.UUID | None, list[tuple[uuid.UUID, str, float]]]:
+        """A single write's checks in one round trip: the id of an exact duplicate (same
+        namespace and content hash) if there is one, and the near duplicates as in
+        ``near_duplicates``."""
+        sql = text(
+            """
+            (SELECT true AS exact, id, NULL::text AS name, NULL::float8 AS score
+             FROM memories
+             WHERE org_id = :org AND namespace = :namespace AND content_hash = :hash
+             LIMIT 1)
+            UNION ALL
+            (SELECT false, m.id, m.name, 1 - m.dist
+             FROM (SELECT CAST(:vec AS vector) AS vec OFFSET 0) p
+             CROSS JOIN LATERAL (
+                 SELECT id, name, embedding <=> p.vec AS dist
+                 FROM memories
+                 WHERE org_id = :org AND namespace = :namespace AND type = :type
+                   AND superseded_by IS NULL
+                 ORDER BY (embedding <=> p.vec) + 0  -- exact, see near_duplicates
+                 LIMIT :lim
+             ) m
+             WHERE 1 - m.dist >= :threshold)
+            """
+        )
+        params = {
+            "org": org_id,
+            "namespace": namespace,
+            "type": type_,
+            "hash": content_hash,
+            "vec": _vector_literal(vector),
+            "lim": limit,
+            "threshold": threshold,
+        }
+        exact: uuid.UUID | None = None
+        near: list[tuple[uuid.UUID, str, float]] = []
+        for is_exact, mid, name, score in (await self.session.execute(sql, params)).all():
+            if is_exact:
+                exact = mid
+            else:
+                near.append((mid, name, float(score)))
+        near.sort(key=lambda n: -n[2])
+        return exact, near
+
     async def insert_many(self, rows: list[dict[str, Any]]) -> dict[tuple[str, str], uuid.UUID]:
         """Insert memories, skipping exact duplicates that raced in.
         Returns ``{(namespace, content_hash): id}`` of the rows actually inserted."""
