@@ -3,6 +3,7 @@ context. Routers stay thin: validate, call one domain function, return a schema.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -44,26 +45,29 @@ def get_state(request: Request) -> AppState:
 StateDep = Annotated[AppState, Depends(get_state)]
 
 
-async def get_session(state: StateDep) -> AsyncIterator[AsyncSession]:
+@contextlib.asynccontextmanager
+async def _unit_of_work(
+    sessionmaker: async_sessionmaker[AsyncSession],
+) -> AsyncIterator[AsyncSession]:
     """One unit of work per call: commit on success, roll back on any error."""
-    async with state.sessionmaker() as session:
+    async with sessionmaker() as session:
         try:
             yield session
             await session.commit()
         except BaseException:
             await session.rollback()
             raise
+
+
+async def get_session(state: StateDep) -> AsyncIterator[AsyncSession]:
+    async with _unit_of_work(state.sessionmaker) as session:
+        yield session
 
 
 async def get_pack_session(state: StateDep) -> AsyncIterator[AsyncSession]:
-    """The unit of work of a context pack, on the pack pool."""
-    async with state.pack_sessionmaker() as session:
-        try:
-            yield session
-            await session.commit()
-        except BaseException:
-            await session.rollback()
-            raise
+    """A context pack's unit of work, on the pack pool."""
+    async with _unit_of_work(state.pack_sessionmaker) as session:
+        yield session
 
 
 PackSessionDep = Annotated[AsyncSession, Depends(get_pack_session, scope="function")]
