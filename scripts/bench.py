@@ -68,7 +68,8 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -333,14 +334,27 @@ class CachedEmbedder:
         self.misses = 0
         self.calls = 0
 
-    def fill(self, texts: Sequence[str], batch_size: int = 64, desc: str = "embed") -> None:
+    def fill(
+        self,
+        texts: Sequence[str],
+        batch_size: int = 64,
+        desc: str = "embed",
+        encode: Callable[[list[str]], Any] | None = None,
+    ) -> None:
+        """Embed every text not cached yet: with the model, or with ``encode`` (the same
+        model on another runtime, see ``onnx_fill``)."""
         todo = list(dict.fromkeys(t for t in texts if t not in self.cache))
         bar = progress(len(todo), desc)
         for i in range(0, len(todo), 256):
             chunk = todo[i : i + 256]
-            vecs = self.model.encode(chunk, batch_size=batch_size, convert_to_numpy=True)
+            if encode is not None:
+                vecs = [list(map(float, v)) for v in encode(chunk)]
+            else:
+                vecs = self.model.encode(
+                    chunk, batch_size=batch_size, convert_to_numpy=True
+                ).tolist()
             for t, v in zip(chunk, vecs, strict=True):
-                self.cache[t] = v.tolist()
+                self.cache[t] = v
             bar.update(len(chunk))
         bar.close()
 
@@ -356,6 +370,40 @@ class CachedEmbedder:
             fresh = {}
         self.hits += len(texts) - len(miss)
         return [self.cache[t] if t in self.cache else fresh[t] for t in texts]
+
+
+def onnx_fill(
+    data_dir: Path, model: Any, texts: Sequence[str], sample: int = 128
+) -> tuple[Callable[[list[str]], Any], str]:
+    """The model as ctxpack's fp32 ONNX export (two threads, batches sorted by length): about
+    twice sentence-transformers' speed on this corpus, for the same vectors. Checked in this
+    run on a sample of ``texts`` against sentence-transformers itself (the peers' embedder);
+    the returned note says how close they came."""
+    import numpy as np
+
+    from service.config import Settings
+    from service.embedding.onnx import OnnxMiniLMEmbedder
+
+    settings = Settings(data_dir=data_dir)
+    onnx = OnnxMiniLMEmbedder(
+        settings.model_cache_dir or data_dir / "models",
+        threads=settings.embed_threads,
+        documents_precision="fp32",
+    )
+    picked = random.Random(0).sample(list(texts), min(sample, len(texts)))
+    a = np.asarray(onnx.embed_documents(picked), dtype=np.float64)
+    b = np.asarray(model.encode(picked, convert_to_numpy=True), dtype=np.float64)
+    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    note = (
+        f"the LoCoMo vectors the peers and the cosine baseline use were computed once by the "
+        f"model's fp32 ONNX export (ctxpack's runtime); against sentence-transformers (the "
+        f"peers' own embedder) on {len(picked)} of those texts in this run: cosine min "
+        f"{cos.min():.6f}, max abs difference {np.abs(a - b).max():.1e}"
+    )
+    log(note)
+    if cos.min() < 0.9999:
+        raise SystemExit(f"ONNX and sentence-transformers disagree: {note}")
+    return onnx.embed_documents, note
 
 
 def serve_mem0_from(mem0_peer: Any, cache: CachedEmbedder) -> Callable[[], None]:
@@ -1020,13 +1068,20 @@ def direct_seed(
     data_dir: Path,
     items: list[tuple[str, str, str, str]],
     desc: str,
+    sinks: Sequence[Callable[[list[tuple[str, str, str, list[float]]]], None]] = (),
 ) -> dict[str, Any]:
     """Write ``items`` straight into ctxpack's memories table (COPY), embedded in this
     process by the service's own embedder (same model, same document pipeline as
     /v1/remember/batch: ONNX, or the bf16 lane where the CPU has it), with the name and
     content hash remember would derive. What it skips is the HTTP hop, the write gate and the
     duplicate checks (the synthetic corpus is clean and distinct). It lets the default run
-    reach 100k within its budget; write speed is measured through the API separately."""
+    reach 100k within its budget; write speed is measured through the API separately.
+
+    A thread embeds the next chunk while this one is written, and each written chunk's
+    (namespace, source, content, vector) rows go to every ``sink`` (the peers' stores), so the
+    database work overlaps the model's instead of following it."""
+    import queue
+
     import numpy as np
     import psycopg
     from pgvector.psycopg import register_vector
@@ -1037,19 +1092,33 @@ def direct_seed(
 
     org_id = uuid.UUID(client.get("/v1/whoami").json()["org_id"])
     embedder = build_embedder(Settings(data_dir=data_dir))
+    ready: queue.Queue[Any] = queue.Queue(maxsize=2)
+
+    def produce() -> None:
+        try:
+            for i in range(0, len(items), 2000):
+                chunk = items[i : i + 2000]
+                names = [derive_name(text) for _, _, _, text in chunk]
+                te = time.perf_counter()
+                vecs = embedder.embed_documents(
+                    [f"{name}\n{text}" for name, (_, _, _, text) in zip(names, chunk, strict=True)]
+                )
+                ready.put((chunk, names, vecs, time.perf_counter() - te))
+            ready.put(None)
+        except BaseException as exc:  # handed to the writer, which raises it
+            ready.put(exc)
+
     bar = progress(len(items), desc)
     t0 = time.perf_counter()
-    embed_s = 0.0
+    embed_s = sink_s = 0.0
+    threading.Thread(target=produce, name="seed-embed", daemon=True).start()
     with psycopg.connect(ctx_url) as conn:
         register_vector(conn)
-        for i in range(0, len(items), 2000):
-            chunk = items[i : i + 2000]
-            names = [derive_name(text) for _, _, _, text in chunk]
-            te = time.perf_counter()
-            vecs = embedder.embed_documents(
-                [f"{name}\n{text}" for name, (_, _, _, text) in zip(names, chunk, strict=True)]
-            )
-            embed_s += time.perf_counter() - te
+        while (got := ready.get()) is not None:
+            if isinstance(got, BaseException):
+                raise got
+            chunk, names, vecs, dt = got
+            embed_s += dt
             with conn.cursor().copy(
                 "COPY memories (org_id, id, namespace, type, name, content, content_hash, "
                 "embedding, source) FROM STDIN WITH (FORMAT BINARY)"
@@ -1064,6 +1133,14 @@ def direct_seed(
                          np.asarray(vec, dtype=np.float32), iid)
                     )  # fmt: skip
             conn.commit()
+            ts = time.perf_counter()
+            rows = [
+                (ns, iid, text, np.asarray(vec, dtype=np.float64).tolist())
+                for (ns, iid, _, text), vec in zip(chunk, vecs, strict=True)
+            ]
+            for sink in sinks:
+                sink(rows)
+            sink_s += time.perf_counter() - ts
             bar.update(len(chunk))
     bar.close()
     wall = time.perf_counter() - t0
@@ -1073,8 +1150,36 @@ def direct_seed(
         "seconds": round(wall, 1),
         "per_s": round(len(items) / wall, 1) if wall else None,
         "embed_seconds": round(embed_s, 1),
+        "peer_write_seconds": round(sink_s, 1),
         "method": "copy",
     }
+
+
+@contextmanager
+def deferred_indexes(db_url: str, tables: Sequence[str], built: dict[str, float]) -> Iterator[None]:
+    """Drop the HNSW and GIN indexes on ``tables`` for a bulk load and build them again from
+    their own definitions (``pg_indexes.indexdef``) when it ends, as a bulk import would:
+    one index build instead of a graph insert per row. The store ends with the very indexes
+    it had; the measured writes that follow go through them. Build seconds go to ``built``."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        defs = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND tablename = ANY(%s) AND indexdef ~ ' USING (hnsw|gin) '",
+            (list(tables),),
+        ).fetchall()
+        for name, _ in defs:
+            conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(name)))
+        try:
+            yield
+        finally:
+            conn.execute("SET maintenance_work_mem = '1GB'")
+            for name, ddl in defs:
+                t0 = time.perf_counter()
+                conn.execute(ddl)
+                built[name] = round(time.perf_counter() - t0, 1)
 
 
 def fetch_vectors(
@@ -1453,12 +1558,27 @@ def markdown_tables(res: dict[str, Any]) -> list[str]:
         seed = size.get("ctxpack", {}).get("seed") or {}
         lines.append("")
         if seed.get("method") == "copy":
+            builds = seed.get("index_build_s") or {}
+            ps = size.get("peer_seed") or {}
             lines.append(
                 f"Seeding ctxpack to this size: {seed.get('sent', 0):,} more memories written "
                 "straight to its table (COPY), embedded in process by the service's own embedder "
                 f"({fmt(seed.get('seconds'))} s, of which embedding {fmt(seed.get('embed_seconds'))} "
                 "s), to fit the run's budget; no gate or duplicate checks. Writes through the API "
                 "at this size: the batch and single write rows above."
+                + (
+                    f" Its HNSW and GIN indexes were dropped for the load and built again from "
+                    f"their own definitions ({', '.join(f'{k} {v} s' for k, v in builds.items())})."
+                    if builds
+                    else ""
+                )
+                + (
+                    f" The peers got the same rows and vectors in the same pass "
+                    f"({fmt(ps.get('seconds'))} s of their writes), their vector and text indexes "
+                    f"rebuilt likewise ({', '.join(f'{k} {v} s' for k, v in (ps.get('index_build_s') or {}).items())})."
+                    if ps
+                    else ""
+                )
             )
         else:
             lines.append(
@@ -1652,7 +1772,9 @@ def main(argv: list[str] | None = None) -> int:
 
         locomo_turns, locomo_queries = locomo_loader()(args.data)
         locomo_texts = [t["text"] for t in locomo_turns if len(t["text"]) >= 60]
+        res["meta"]["phase_s"] = {"start": round(time.perf_counter() - started, 1)}
         if not args.skip_quality:
+            t_quality = time.perf_counter()
             res["quality"] = run_quality(
                 args,
                 ctx,
@@ -1665,6 +1787,7 @@ def main(argv: list[str] | None = None) -> int:
                 locomo_queries,
                 notes,
             )
+            res["meta"]["phase_s"]["quality"] = round(time.perf_counter() - t_quality, 1)
         if not args.skip_speed:
             res["speed"] = run_speed(
                 args,
@@ -1753,10 +1876,10 @@ def run_quality(
     else:
         systems, _, gate = quality_ctxpack(client, turns, queries, args)
     log("embedding turns and questions once in process for the peers and the cosine baseline")
-    cache.fill(
-        [q["query"] for q in queries] + [turn_text(t) for t in turns],
-        desc="embed LoCoMo (in process)",
-    )
+    texts = [q["query"] for q in queries] + [turn_text(t) for t in turns]
+    encode, check = onnx_fill(ctx.workdir / "data", cache.model, texts)
+    cache.fill(texts, desc="embed LoCoMo (in process, ONNX fp32)", encode=encode)
+    notes.append(check)
     cache.hits = cache.misses = 0
     systems["pgvector exact cosine"] = quality_exact_cosine(admin_url, turns, queries, cache)
     systems["BM25"] = quality_bm25(turns, queries)
@@ -1833,37 +1956,83 @@ def run_speed(
             log(f"size {n}: skipped ({sizes[-1]['skipped']})")
             continue
         items = corpus_for(new_users, args.seed, locomo_texts)
+        entry: dict[str, Any] = {"n": n, "users": n_users}
+        peer_dbs = (
+            [(lg_peer.url, ["store", "store_vectors"]), (m0_peer.url, [m0_peer.collection])]
+            if lg_peer is not None
+            else []
+        )
+        built: dict[str, float] = {}  # the peers' index builds
+        built_ctx: dict[str, float] = {}
+        t_seed = time.perf_counter()
         if seeded_users * PER_USER + len(items) <= args.api_seed_max:
             seed = ctxpack_seed(client, items, f"ctxpack: seed to {n:,} via /v1/remember/batch")
             rate = seed["per_s"]
+            if lg_peer is not None:
+                t0 = time.perf_counter()
+                bar = progress(todo, "peers: same rows (ctxpack's vectors)")
+                with ExitStack() as stack:
+                    for url, tables in peer_dbs:
+                        stack.enter_context(deferred_indexes(url, tables, built))
+                    for rows in fetch_vectors(ctx_url, new_users.start):
+                        seed_langgraph(lg_peer, rows, cache)
+                        seed_mem0(m0_peer, rows)
+                        bar.update(len(rows))
+                bar.close()
+                entry["peer_seed"] = {
+                    "rows": todo,
+                    "seconds": round(time.perf_counter() - t0, 1),
+                    "index_build_s": built,
+                }
         else:
-            seed = direct_seed(
-                client, ctx_url, ctx.workdir / "data", items, f"ctxpack: seed to {n:,} (COPY)"
-            )
+            sinks: list[Callable[[list[tuple[str, str, str, list[float]]]], None]] = []
+            if lg_peer is not None:
+                sinks = [
+                    lambda rows: seed_langgraph(lg_peer, rows, cache),
+                    lambda rows: seed_mem0(m0_peer, rows),
+                ]
+            with ExitStack() as stack:
+                # Exits in reverse: the peers' indexes are built first, ctxpack's last.
+                stack.enter_context(deferred_indexes(ctx_url, ["memories"], built_ctx))
+                for url, tables in peer_dbs:
+                    stack.enter_context(deferred_indexes(url, tables, built))
+                seed = direct_seed(
+                    client,
+                    ctx_url,
+                    ctx.workdir / "data",
+                    items,
+                    f"ctxpack{' + peers' if sinks else ''}: seed to {n:,} (COPY)",
+                    sinks,
+                )
+            seed["index_build_s"] = built_ctx
+            seed["seconds_with_index_builds"] = round(time.perf_counter() - t_seed, 1)
+            if lg_peer is not None:
+                entry["peer_seed"] = {
+                    "rows": todo,
+                    "seconds": seed["peer_write_seconds"],
+                    "index_build_s": built,
+                    "with": "ctxpack's bulk load (one pass: embed, COPY, peers' writes)",
+                }
         seeded_users = n_users
-        entry: dict[str, Any] = {"n": n, "users": n_users}
-        log(f"seeded ctxpack: {seed}")
-        if lg_peer is not None:
-            t0 = time.perf_counter()
-            lg_n = 0
-            bar = progress(todo, "peers: same rows (ctxpack's vectors)")
-            for rows in fetch_vectors(ctx_url, new_users.start):
-                seed_langgraph(lg_peer, rows, cache)
-                seed_mem0(m0_peer, rows)
-                lg_n += len(rows)
-                bar.update(len(rows))
-            bar.close()
-            entry["peer_seed"] = {"rows": lg_n, "seconds": round(time.perf_counter() - t0, 1)}
+        log(f"seeded: {seed}; {entry.get('peer_seed')}")
         import psycopg
+        from psycopg import sql
 
         with psycopg.connect(ctx_url) as conn:
             entry["stored_total"] = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
             conn.execute("ANALYZE memories")
+        for url, tables in peer_dbs:  # the same fresh statistics for the peers
+            with psycopg.connect(url, autocommit=True) as conn:
+                for table in tables:
+                    conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+        t_measure = time.perf_counter()
+        entry["phase_s"] = {"seed": round(t_measure - t_seed, 1)}
         entry["ctxpack"] = measure_ctxpack(client, n_users, args, args.seed, locomo_texts, n)
         entry["ctxpack"]["seed"] = seed
         if lg_peer is not None:
             for p in (lg_peer, m0_peer):
                 entry[p.name] = measure_peer(p, n_users, args, args.seed, locomo_texts, n, k)
+        entry["phase_s"]["measure"] = round(time.perf_counter() - t_measure, 1)
         entry["rows"] = speed_rows(entry)
         sizes.append(entry)
     out: dict[str, Any] = {"sizes": sizes, "k": k}
@@ -1896,8 +2065,10 @@ def run_speed(
     )
     notes.append(
         "peers' speed stores were seeded with ctxpack's vectors for the same texts "
-        "(through LangGraph store.batch and mem0's vector_store.insert); their measured "
-        "writes and searches embed with the model."
+        "(through LangGraph store.batch and mem0's vector_store.insert), with their HNSW and "
+        "GIN indexes dropped for the load and built again from their own definitions, as "
+        "ctxpack's were for its COPY; their measured writes and searches embed with the model "
+        "and go through those indexes."
     )
     return out
 

@@ -340,6 +340,7 @@ class Mem0Peer:
         from mem0 import Memory
 
         self.url = ensure_database(db_url, dbname) if create_db else db_url
+        self.collection = collection_name
         self.prefetch_embeddings = prefetch_embeddings
         self._tmpdir = None
         if history_db_path is None:

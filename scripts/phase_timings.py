@@ -94,7 +94,9 @@ async def run(args: argparse.Namespace) -> None:
         await asyncio.sleep(0.5)  # the auth cache's listener connects
         transport = httpx.ASGITransport(app=app)
         headers = {"Authorization": f"Bearer {args.key}"}
-        async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=headers) as c:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://t", headers=headers
+        ) as c:
             for i in range(args.requests + args.warmup):
                 if i == args.warmup:
                     TIMES.clear()
@@ -119,13 +121,17 @@ async def run(args: argparse.Namespace) -> None:
                 TIMES["whole call (in process)"].append((time.perf_counter() - started) * 1000)
                 if response.status_code not in (200, 201, 422):
                     raise SystemExit(f"{path}: {response.status_code} {response.text[:300]}")
-    print(f"{args.call} ({args.retrieval if args.call == 'context' else 'real write'}), "
-          f"{args.requests} calls")
+    print(
+        f"{args.call} ({args.retrieval if args.call == 'context' else 'real write'}), "
+        f"{args.requests} calls"
+    )
     print(f"{'phase':28s} {'calls':>6s} {'p50 ms':>8s} {'mean ms':>8s}")
     for label, values in sorted(TIMES.items(), key=lambda kv: -sum(kv[1])):
         values.sort()
-        print(f"{label:28s} {len(values):6d} {values[len(values) // 2]:8.2f} "
-              f"{sum(values) / len(values):8.2f}")
+        print(
+            f"{label:28s} {len(values):6d} {values[len(values) // 2]:8.2f} "
+            f"{sum(values) / len(values):8.2f}"
+        )
 
 
 def main() -> int:

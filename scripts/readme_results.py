@@ -43,6 +43,11 @@ def section(res: dict[str, Any], json_path: Path) -> str:
         f"were waiting for a core, and every timing below is slower for it). Raw figures: "
         f"[`{rel}`]({rel}).",
         "",
+    ]
+    phases = run_time_line(res)
+    if phases:
+        lines += [phases, ""]
+    lines += [
         f"Versions: ctxpack {v.get('ctxpack')}; LangGraph {v.get('langgraph')} with "
         f"langgraph-checkpoint-postgres {v.get('langgraph-checkpoint-postgres')}; mem0ai "
         f"{v.get('mem0ai')}; PostgreSQL {v.get('postgresql')} with pgvector {v.get('pgvector')}; "
@@ -58,6 +63,26 @@ def section(res: dict[str, Any], json_path: Path) -> str:
         lines += [f"- {n}" for n in notes]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def run_time_line(res: dict[str, Any]) -> str:
+    """Where the run's minutes went, from the phase timings the JSON carries."""
+    meta = res["meta"]
+    ph = meta.get("phase_s") or {}
+    parts = []
+    if "start" in ph:
+        parts.append(f"start-up {ph['start'] / 60:.1f}")
+    if "quality" in ph:
+        parts.append(f"quality {ph['quality'] / 60:.1f}")
+    for size in (res.get("speed") or {}).get("sizes", []):
+        sp = size.get("phase_s")
+        if sp:
+            parts.append(
+                f"{size['n']:,}: seeding {sp['seed'] / 60:.1f}, measuring {sp['measure'] / 60:.1f}"
+            )
+    if not parts:
+        return ""
+    return f"Run time {meta['duration_s'] / 60:.1f} minutes: " + "; ".join(parts) + " (minutes)."
 
 
 def main() -> int:
