@@ -3,8 +3,10 @@ PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-HOST ?= 127.0.0.1
-PORT ?= 8080
+# `make run HOST=0.0.0.0 PORT=9000` overrides; unset, serve takes CTXPACK_HOST / CTXPACK_PORT
+# (defaults 127.0.0.1:8080) like every other setting.
+HOST ?=
+PORT ?=
 
 .PHONY: install run test test-slow load bench lint clean
 
@@ -22,7 +24,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/ctxpack serve --host $(HOST) --port $(PORT)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/ctxpack serve $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/pytest -m "not slow" -q

@@ -33,20 +33,23 @@ What runs, in order (every number printed comes from this run; nothing is carrie
    (``scripts/audit_overhead.py``), set against context's p50 over HTTP.
 
 Peers' quality runs: the turn and question embeddings are computed once, in this process,
-with the same model (sentence-transformers, all-MiniLM-L6-v2), and served to the peers'
-own embed calls from a cache keyed by the exact text, so each peer stores and searches
-exactly what its own embedder would produce, without embedding the corpus three times on a
-2-core machine. Peers' speed seeding: each peer's rows are written through its own storage
-calls (LangGraph ``store.batch``; mem0 ``vector_store.insert`` with the payload mem0's
-``add(infer=False)`` writes), carrying the vectors ctxpack computed for the same texts. Their
-measured writes and searches embed with the real model.
+with the same model (its fp32 ONNX export, checked in the run against sentence-transformers,
+the peers' own embedder: cosine 1.000000), and served to the peers' own embed calls from a
+cache keyed by the exact text, so each peer stores and searches what its own embedder would
+produce, without embedding the corpus three times on a 2-core machine.
 
-The default sizes are 10k and 100k; the default run took 21.4 minutes on the 2-core
-machine (2026-11-22), over the 15 the issue asks for: 5.3 of them embed the 90k COPY-seeded
-memories, about 5.5 seed the peers. With ``--budget-minutes`` (default 15) an API-seeded size
-whose projected seeding time, at the batch rate measured so far in this run, would overrun
-the budget is skipped and reported with its projection; ``--budget-minutes 0`` runs every
-size whatever it takes.
+Bulk loads (the speed stores): each peer gets the rows its own write path writes
+(``PeerCopy``: LangGraph's ``store``/``store_vectors`` rows, mem0's id, vector and
+``add(infer=False)`` payload), by COPY, carrying the vectors ctxpack computed for the same
+texts; one row per peer is read back through the peer's own API. For every bulk load, the
+HNSW and GIN indexes are dropped and built again afterwards from their own definitions
+(``deferred_indexes``), ctxpack's included. Every measured write and search, ctxpack's and
+the peers', goes through the normal path, the model and those indexes.
+
+The default sizes are 10k and 100k. With ``--budget-minutes`` (default 15) a size whose
+projected seeding time, at the rates measured so far in this run, would overrun the budget
+is skipped and reported with its projection; ``--budget-minutes 0`` runs every size whatever
+it takes.
 """
 
 from __future__ import annotations
@@ -1135,8 +1138,7 @@ def direct_seed(
             conn.commit()
             ts = time.perf_counter()
             rows = [
-                (ns, iid, text, np.asarray(vec, dtype=np.float64).tolist())
-                for (ns, iid, _, text), vec in zip(chunk, vecs, strict=True)
+                (ns, iid, text, vec) for (ns, iid, _, text), vec in zip(chunk, vecs, strict=True)
             ]
             for sink in sinks:
                 sink(rows)
@@ -1204,43 +1206,104 @@ def fetch_vectors(
             ]
 
 
-def seed_langgraph(
-    peer: Any, rows: list[tuple[str, str, str, list[float]]], cache: CachedEmbedder
-) -> None:
-    for _, _, content, vec in rows:
-        cache.cache[content] = vec
-    by_ns: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for ns, src, content, _ in rows:
-        by_ns[ns].append((src, content))
-    for ns, items in by_ns.items():
-        peer.add_many(ns, items)
-    for _, _, content, _ in rows:
-        cache.cache.pop(content, None)
+def mem0_payload(ns: str, src: str, content: str, now: str) -> dict[str, Any]:
+    """The payload mem0's ``add(content, user_id=ns, metadata={"item_id": src}, infer=False)``
+    stores with the vector (mem0 2.x, ``Memory._create_memory``)."""
+    from mem0.utils.lemmatization import lemmatize_for_bm25
+
+    return {
+        "item_id": src,
+        "user_id": ns,
+        "role": "user",
+        "data": content,
+        "hash": hashlib.md5(content.encode()).hexdigest(),
+        "created_at": now,
+        "updated_at": now,
+        "text_lemmatized": lemmatize_for_bm25(content),
+    }
 
 
 def seed_mem0(peer: Any, rows: list[tuple[str, str, str, list[float]]]) -> None:
     """The rows mem0's ``add(text, user_id=ns, metadata={"item_id": ...}, infer=False)`` writes
     (vector + payload), inserted through mem0's own vector store in one call per chunk."""
-    from mem0.utils.lemmatization import lemmatize_for_bm25
-
     now = datetime.now(UTC).isoformat()
-    payloads, vectors, ids = [], [], []
-    for ns, src, content, vec in rows:
-        payloads.append(
-            {
-                "item_id": src,
-                "user_id": ns,
-                "role": "user",
-                "data": content,
-                "hash": hashlib.md5(content.encode()).hexdigest(),
-                "created_at": now,
-                "updated_at": now,
-                "text_lemmatized": lemmatize_for_bm25(content),
-            }
-        )
-        vectors.append(vec)
-        ids.append(str(uuid.uuid4()))
-    peer.memory.vector_store.insert(vectors=vectors, payloads=payloads, ids=ids)
+    payloads = [mem0_payload(ns, src, content, now) for ns, src, content, _ in rows]
+    ids = [str(uuid.uuid4()) for _ in rows]
+    peer.memory.vector_store.insert(vectors=[r[3] for r in rows], payloads=payloads, ids=ids)
+
+
+class PeerCopy:
+    """Speed-store rows written straight into a peer's tables by COPY: the very rows its own
+    write path writes (LangGraph ``store.batch`` of ``PutOp((ns,), src, {"text": content})``:
+    one ``store`` row and one ``store_vectors`` row for field ``text``; mem0
+    ``add(infer=False)``: id, vector and the payload of ``mem0_payload``), carrying ctxpack's
+    vectors. Their write calls cost about as much CPU as the model on this machine, and the
+    CPU is what the 100k load runs short of; their write speed is measured separately through
+    their own calls. ``check`` reads one row back through the peer's own API."""
+
+    def __init__(self, peer: Any) -> None:
+        import psycopg
+        from pgvector.psycopg import register_vector
+
+        self.peer = peer
+        self.conn = psycopg.connect(peer.url)
+        register_vector(self.conn)
+        self.sample: tuple[str, str, str] | None = None
+
+    def __call__(self, rows: list[tuple[str, str, str, list[float]]]) -> None:
+        import numpy as np
+        from psycopg import sql
+        from psycopg.types.json import Jsonb
+
+        now = datetime.now(UTC)
+        with self.conn.cursor() as cur:
+            if self.peer.name == "langgraph":
+                with cur.copy(
+                    "COPY store (prefix, key, value, created_at, updated_at) FROM STDIN"
+                ) as cp:
+                    for ns, src, content, _ in rows:
+                        cp.write_row((ns, src, Jsonb({"text": content}), now, now))
+                with cur.copy(
+                    "COPY store_vectors (prefix, key, field_name, embedding, created_at, "
+                    "updated_at) FROM STDIN WITH (FORMAT BINARY)"
+                ) as cp:
+                    cp.set_types(["text", "text", "text", "vector", "timestamptz", "timestamptz"])
+                    for ns, src, _, vec in rows:
+                        cp.write_row((ns, src, "text", np.asarray(vec, np.float32), now, now))
+                self.sample = (rows[0][0], rows[0][1], rows[0][2])
+            else:
+                iso = now.isoformat()
+                stmt = sql.SQL("COPY {} (id, vector, payload) FROM STDIN").format(
+                    sql.Identifier(self.peer.collection)
+                )
+                first = str(uuid.uuid4())
+                with cur.copy(stmt) as cp:
+                    for i, (ns, src, content, vec) in enumerate(rows):
+                        cp.write_row(
+                            (
+                                first if i == 0 else str(uuid.uuid4()),
+                                np.asarray(vec, np.float32),
+                                Jsonb(mem0_payload(ns, src, content, iso)),
+                            )
+                        )
+                self.sample = (first, rows[0][1], rows[0][2])
+        self.conn.commit()
+
+    def check(self) -> None:
+        """One written row read back through the peer's own API."""
+        if self.sample is None:
+            return
+        a, src, content = self.sample
+        if self.peer.name == "langgraph":
+            item = self.peer.store.get((a,), src)
+            got = item.value.get("text") if item else None
+        else:
+            got = (self.peer.memory.get(a) or {}).get("memory")
+        if got != content:
+            raise SystemExit(f"{self.peer.name}: a COPY-seeded row reads back as {got!r}")
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def measure_ctxpack(
@@ -1962,6 +2025,7 @@ def run_speed(
             if lg_peer is not None
             else []
         )
+        sinks = [PeerCopy(lg_peer), PeerCopy(m0_peer)] if lg_peer is not None else []
         built: dict[str, float] = {}  # the peers' index builds
         built_ctx: dict[str, float] = {}
         t_seed = time.perf_counter()
@@ -1975,22 +2039,17 @@ def run_speed(
                     for url, tables in peer_dbs:
                         stack.enter_context(deferred_indexes(url, tables, built))
                     for rows in fetch_vectors(ctx_url, new_users.start):
-                        seed_langgraph(lg_peer, rows, cache)
-                        seed_mem0(m0_peer, rows)
+                        for sink in sinks:
+                            sink(rows)
                         bar.update(len(rows))
                 bar.close()
                 entry["peer_seed"] = {
                     "rows": todo,
                     "seconds": round(time.perf_counter() - t0, 1),
                     "index_build_s": built,
+                    "method": "copy",
                 }
         else:
-            sinks: list[Callable[[list[tuple[str, str, str, list[float]]]], None]] = []
-            if lg_peer is not None:
-                sinks = [
-                    lambda rows: seed_langgraph(lg_peer, rows, cache),
-                    lambda rows: seed_mem0(m0_peer, rows),
-                ]
             with ExitStack() as stack:
                 # Exits in reverse: the peers' indexes are built first, ctxpack's last.
                 stack.enter_context(deferred_indexes(ctx_url, ["memories"], built_ctx))
@@ -2011,8 +2070,12 @@ def run_speed(
                     "rows": todo,
                     "seconds": seed["peer_write_seconds"],
                     "index_build_s": built,
-                    "with": "ctxpack's bulk load (one pass: embed, COPY, peers' writes)",
+                    "method": "copy",
+                    "with": "ctxpack's bulk load (one pass: embed, COPY, peers' COPY)",
                 }
+        for sink in sinks:
+            sink.check()
+            sink.close()
         seeded_users = n_users
         log(f"seeded: {seed}; {entry.get('peer_seed')}")
         import psycopg
@@ -2064,11 +2127,12 @@ def run_speed(
         "the peers are called in process as libraries, so they skip the HTTP hop."
     )
     notes.append(
-        "peers' speed stores were seeded with ctxpack's vectors for the same texts "
-        "(through LangGraph store.batch and mem0's vector_store.insert), with their HNSW and "
-        "GIN indexes dropped for the load and built again from their own definitions, as "
-        "ctxpack's were for its COPY; their measured writes and searches embed with the model "
-        "and go through those indexes."
+        "peers' speed stores were seeded by COPY with the rows their own write paths write "
+        "(LangGraph's store and store_vectors rows, mem0's vector and add(infer=False) "
+        "payload), carrying ctxpack's vectors for the same texts; one row per peer read back "
+        "through its own API. For every bulk load the HNSW and GIN indexes were dropped and "
+        "built again from their own definitions, ctxpack's included. Every measured write and "
+        "search embeds with the model and goes through those indexes."
     )
     return out
 
