@@ -1090,7 +1090,7 @@ def direct_seed(
     from pgvector.psycopg import register_vector
 
     from service.config import Settings
-    from service.domain.remember import content_hash, derive_name
+    from service.domain.remember import content_hash, derive_name, document_text
     from service.embedding import build_embedder
 
     org_id = uuid.UUID(client.get("/v1/whoami").json()["org_id"])
@@ -1104,7 +1104,10 @@ def direct_seed(
                 names = [derive_name(text) for _, _, _, text in chunk]
                 te = time.perf_counter()
                 vecs = embedder.embed_documents(
-                    [f"{name}\n{text}" for name, (_, _, _, text) in zip(names, chunk, strict=True)]
+                    [
+                        document_text(name, text)
+                        for name, (_, _, _, text) in zip(names, chunk, strict=True)
+                    ]
                 )
                 ready.put((chunk, names, vecs, time.perf_counter() - te))
             ready.put(None)

@@ -14,7 +14,13 @@ from service.domain.auth import Caller
 from service.domain.facets import facet_of
 from service.domain.namespaces import parse_namespace_filter
 from service.domain.redaction import Redactor, merge_counts
-from service.domain.remember import check_metadata, content_hash, derive_name, gate_config
+from service.domain.remember import (
+    check_metadata,
+    content_hash,
+    derive_name,
+    document_text,
+    gate_config,
+)
 from service.domain.write_gate import WriteGate
 from service.embedding import AsyncEmbedder
 from service.errors import Conflict, GateRejected, InvalidInput, NotFound
@@ -202,7 +208,7 @@ async def update_memory(
     if "content" in values or "name" in values:
         name = values.get("name", row.name)
         content = values.get("content", row.content)
-        values["embedding"] = (await embedder.embed_documents([f"{name}\n{content}"]))[0]
+        values["embedding"] = (await embedder.embed_documents([document_text(name, content)]))[0]
     redactions = merge_counts(*counts)
     ctx.request = {
         "id": str(memory_id),

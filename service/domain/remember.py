@@ -79,6 +79,16 @@ def derive_name(content: str) -> str:
     return cut + "…"
 
 
+def document_text(name: str, content: str) -> str:
+    """What the model embeds for a memory: its name over its content, or the content alone when
+    the name is a prefix of it (a derived name is the content's first sentence; embedding those
+    words twice doubles the model's work on a one-sentence memory for no new meaning)."""
+    head = name.rstrip("…").rstrip()
+    if not head or _WS.sub(" ", content.strip()).startswith(head):
+        return content
+    return f"{name}\n{content}"
+
+
 def _json_depth(value: Any, depth: int = 0) -> int:
     if isinstance(value, dict):
         return max([_json_depth(v, depth + 1) for v in value.values()], default=depth + 1)
@@ -265,7 +275,7 @@ async def _store(
         # A single write: embed, then the exact and near duplicate checks in one round trip
         # (a duplicate's vector is wasted; a single write's latency is what matters).
         item = accepted[0]
-        vectors = await embedder.embed_documents([f"{item.name}\n{item.content}"])
+        vectors = await embedder.embed_documents([document_text(item.name, item.content)])
         exact, close = await repo.probe_one(
             caller.org_id,
             item.request.namespace,
@@ -297,7 +307,9 @@ async def _store(
                 fresh.append(item)
         if not fresh:
             return outcome
-        vectors = await embedder.embed_documents([f"{i.name}\n{i.content}" for i in fresh])
+        vectors = await embedder.embed_documents(
+            [document_text(i.name, i.content) for i in fresh]
+        )
         near = await repo.near_duplicates(
             caller.org_id,
             [(i.index, i.request.namespace, i.request.type, v) for i, v in zip(fresh, vectors, strict=True)],

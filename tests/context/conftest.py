@@ -1,6 +1,6 @@
 """Seeding for context tests: memories and relations written straight through the models,
 so a test controls every column (created_at, superseded_by, agent_id...) and embeddings come
-from the same fake embedder the app uses (over ``name + "\\n" + content``, as remember does)."""
+from the same fake embedder the app uses (over ``document_text(name, content)``, as remember does)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import insert
 
+from service.domain.remember import document_text
 from service.embedding.fake import FakeEmbedder
 from service.store.models import Memory, Relation
 from tests.conftest import Key
@@ -60,7 +61,7 @@ class Seeder:
                     name=title,
                     content=content,
                     content_hash=hashlib.sha256(f"{content}{memory_id}".encode()).hexdigest(),
-                    embedding=_FAKE.embed_documents([f"{title}\n{content}"])[0],
+                    embedding=_FAKE.embed_documents([document_text(title, content)])[0],
                     project=project,
                     agent_id=agent_id,
                     domain=domain,
