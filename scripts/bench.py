@@ -19,11 +19,11 @@ What runs, in order (every number printed comes from this run; nothing is carrie
    and BM25 (Okapi) over the turn text. The write gate's rejections are counted, and how many
    of them are evidence.
 4. Speed, for each size N: N memories of synthetic agent-memory text (plus LoCoMo turns) over
-   N/100 users. Up to ``--api-seed-max`` (10k) they are seeded through ctxpack's batch API
-   (every memory embedded by the real model; the seeding rate is the batch-throughput figure
-   while the store grows); past it, written straight to ctxpack's table (COPY), embedded in
-   this process by the service's own embedder (same model and document pipeline; no gate,
-   no duplicate checks), which is how the default run reaches 100k. Over HTTP: context
+   N/100 users, written straight to ctxpack's table (COPY), embedded in this process by the
+   service's own embedder (same model and document pipeline; no gate, no duplicate checks),
+   which is how the default run reaches 100k in its budget; ``--api-seed-max N`` seeds sizes
+   up to N through ctxpack's batch API instead (the seeding rate is then a batch-throughput
+   figure while the store grows). Over HTTP: context
    p50/p95/p99 and req/s at concurrency 1 and 8, single remember p50, batch throughput with N
    stored. The peers, called in-process as libraries (they skip the HTTP hop ctxpack pays):
    search at concurrency 1 and 8, single write, batch write. Ratios against each peer.
@@ -1748,9 +1748,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--api-seed-max",
         type=int,
-        default=10_000,
-        help="sizes up to this many memories are seeded through /v1/remember/batch; larger "
-        "ones are written straight to the table with the service's embedder in process",
+        default=0,
+        help="sizes up to this many memories are seeded through /v1/remember/batch (default "
+        "0: none); larger ones are written straight to the table with the service's embedder "
+        "in process",
     )
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (Postgres data, logs)")
