@@ -57,7 +57,7 @@ $(BENCH_STAMP): pyproject.toml
 	$(BENCH_BIN)/pip install -q -e '.[bench]'
 	@touch $(BENCH_STAMP)
 
-# The default benchmark (LoCoMo quality + speed at 10k and 100k, 15-minute budget); results in
+# The default benchmark (LoCoMo quality + speed at 10k and 100k, under 15 minutes); results in
 # bench-results/. More: make bench BENCH_ARGS="--sizes 10000,100000 --budget-minutes 0"
 bench: $(BENCH_STAMP)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BENCH_BIN)/python scripts/bench.py $(BENCH_ARGS)
