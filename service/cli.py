@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -93,8 +94,16 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
             )
             print(created.key, flush=True)
     app = create_app(settings, database_url=url)
+    # uvicorn shuts down gracefully on SIGTERM, restores this handler and raises the signal
+    # again: exiting through SystemExit (not the default handler's abrupt death) runs atexit,
+    # which is where the embedded Postgres is stopped.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     uvicorn.run(app, host=settings.host, port=settings.port, log_config=None, access_log=False)
     return 0
+
+
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 # --- db ---------------------------------------------------------------------------------

@@ -63,3 +63,15 @@ async def test_created_key_authenticates(pg_url: str, client: httpx.AsyncClient,
     response = await client.get("/v1/whoami", headers={"Authorization": f"Bearer {key}"})
     assert response.status_code == 200
     assert response.json()["scopes"] == ["read", "write"]
+
+
+def test_sigterm_after_uvicorns_shutdown_exits_through_atexit() -> None:
+    """uvicorn re-raises SIGTERM after its graceful shutdown; serve's handler turns it into
+    SystemExit so that atexit (which stops the embedded Postgres) runs."""
+    import signal
+
+    from service import cli
+
+    with pytest.raises(SystemExit) as exc:
+        cli._exit_on_signal(signal.SIGTERM, None)
+    assert exc.value.code == 128 + signal.SIGTERM
