@@ -1,28 +1,31 @@
-"""create_app(): the FastAPI application. Settings, engine, sessionmaker and embedder are built
-once, in the lifespan, and shared by the HTTP routes and the MCP adapter."""
+"""create_app(): the FastAPI application. The process's resources (``open_resources``:
+engine, session makers, embedder, caller cache, limiter, write pipeline) are opened once, in
+the lifespan, and shared by the HTTP routes and the MCP adapter at /mcp, which this factory
+mounts side by side (neither transport imports the other)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
-import anyio.to_thread
 from fastapi import FastAPI
-from sqlalchemy import text
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api import health
-from service.api.deps import AppState
+from service.api import health, metrics, routers
 from service.api.errors import error_response, install_error_handlers
+from service.api.json_guard import JsonGuard
+from service.api.openapi import document_limits
 from service.config import Settings
-from service.domain.caller_cache import run_caller_cache
-from service.embedding import AsyncEmbedder, Embedder, build_embedder
-from service.errors import ServiceUnavailable
-from service.store.database import create_engine, make_sessionmaker, resolve_database_url
+from service.domain import audit as audit_service
+from service.embedding import Embedder
+from service.mcp.http import PATH as MCP_PATH
+from service.mcp.http import McpEndpoint
+from service.resources import Resources, open_resources
 
 log = logging.getLogger("ctxpack")
 
@@ -87,24 +90,6 @@ class _BodyTooLarge(StarletteHTTPException):
         super().__init__(413, f"Request body exceeds {limit} bytes")
 
 
-async def _check_database(state: AppState) -> None:
-    async with state.engine.connect() as conn:
-        row = (
-            await conn.execute(
-                text(
-                    "SELECT atttypmod FROM pg_attribute "
-                    "WHERE attrelid = 'memories'::regclass AND attname = 'embedding'"
-                )
-            )
-        ).first()
-    if row is None:
-        raise ServiceUnavailable("the database has no ctxpack schema: run `ctxpack db upgrade`")
-    if int(row[0]) != state.embedder.dims:
-        raise ServiceUnavailable(
-            f"embedding column holds {row[0]} dims, embedder returns {state.embedder.dims}"
-        )
-
-
 def create_app(
     settings: Settings | None = None,
     *,
@@ -119,32 +104,26 @@ def create_app(
         database_url: an already-resolved database URL; else resolved from settings.
     """
     settings = settings or Settings()
+    mcp_endpoint = McpEndpoint()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        url = database_url or await anyio.to_thread.run_sync(resolve_database_url, settings)
-        engine = create_engine(url, settings)
-        pack_engine = create_engine(url, settings, generic_plans=True)
-        model = embedder or await anyio.to_thread.run_sync(build_embedder, settings)
-        state = AppState(
-            settings=settings,
-            engine=engine,
-            sessionmaker=make_sessionmaker(engine),
-            embedder=AsyncEmbedder(model, settings.embed_concurrency, settings.query_cache_size),
-            database_url=url,
-            read_sessionmaker=make_sessionmaker(pack_engine),
-        )
-        await _check_database(state)
-        app.state.ctx = state
-        async with contextlib.AsyncExitStack() as stack:
-            for hook in app.state.lifespan_hooks:
-                await stack.enter_async_context(hook(app, state))
-            log.info("ready", extra={"embedder": model.name, "embedded_db": settings.embedded})
-            try:
+        async with open_resources(
+            settings, database_url=database_url, embedder=embedder
+        ) as resources:
+            app.state.ctx = resources
+            async with (
+                _retention_job(app, resources),
+                mcp_endpoint.serving(resources),
+            ):
+                log.info(
+                    "ready",
+                    extra={
+                        "embedder": resources.embedder.sync.name,
+                        "embedded_db": settings.embedded,
+                    },
+                )
                 yield
-            finally:
-                await engine.dispose()
-                await pack_engine.dispose()
 
     app = FastAPI(
         title="ctxpack",
@@ -152,21 +131,49 @@ def create_app(
         description=API_DESCRIPTION,
         lifespan=lifespan,
     )
-    app.state.lifespan_hooks = [run_caller_cache]
     app.state.settings = settings
     install_error_handlers(app)
     app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes)
     app.include_router(health.router)
-    _include_feature_routers(app, settings)
+    routers.install(app, settings)
+    # MCP (streamable HTTP) at /mcp, same Bearer keys: mounted here, beside the API, so
+    # that neither transport imports the other.
+    app.add_route(MCP_PATH, mcp_endpoint, include_in_schema=False)
+    # Appended, so innermost: inside RequestGuard, which bounds the body JsonGuard buffers.
+    app.user_middleware.append(Middleware(JsonGuard))
+    document_limits(app)
+    metrics.install(app, settings)
     return app
 
 
-def _include_feature_routers(app: FastAPI, settings: Settings) -> None:
-    """Each feature registers its router here (and, if it needs one, a lifespan hook)."""
-    from service.api import routers
+@contextlib.asynccontextmanager
+async def _retention_job(app: FastAPI, resources: Resources) -> AsyncIterator[None]:
+    """Run the audit retention job in the background while the app is up
+    (``app.state.retention_task``; None when ``audit_prune_interval_seconds`` is 0)."""
+    settings = resources.settings
+    app.state.retention_task = None
+    if settings.audit_prune_interval_seconds <= 0:
+        yield
+        return
+    task = asyncio.create_task(
+        audit_service.run_retention(
+            resources.sessionmaker,
+            interval_seconds=settings.audit_prune_interval_seconds,
+            default_days=settings.audit_retention_days,
+        ),
+        name="audit-retention",
+    )
+    app.state.retention_task = task
+    try:
+        yield
+    finally:
+        app.state.retention_task = None
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
-    routers.install(app, settings)
 
-
-def state_of(app: FastAPI) -> Any:
-    return app.state.ctx
+def state_of(app: FastAPI) -> Resources:
+    """The resources the app's lifespan opened."""
+    resources: Resources = app.state.ctx
+    return resources

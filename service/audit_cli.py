@@ -11,20 +11,20 @@ they see the whole org, whatever any key's limits.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
-from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from service.cli import _db_options, _resolve, register_command
+from service.cli import db_options, register_command, with_resources
 from service.config import Settings
 from service.errors import InvalidInput
 from service.schemas.audit import as_utc, iso_only
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from service.resources import Resources
+
 _TIME = TypeAdapter(datetime)
 
 
@@ -35,16 +35,6 @@ def _time(field: str, value: str | None) -> datetime | None:
         return as_utc(_TIME.validate_python(iso_only(value)))
     except (ValidationError, ValueError) as exc:
         raise InvalidInput(field, f"--{field}: not an ISO 8601 date or time: {value!r}") from exc
-
-
-async def _run(url: str, settings: Settings, fn: Callable[[Any], Awaitable[T]]) -> T:
-    from service.store.database import create_engine, make_sessionmaker
-
-    engine = create_engine(url, settings)
-    try:
-        return await fn(make_sessionmaker(engine))
-    finally:
-        await engine.dispose()
 
 
 def _emit(line: str) -> None:
@@ -61,9 +51,9 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
         if since and until and until <= since:
             raise InvalidInput("until", "--until must be later than --since")
 
-        async def export(sessionmaker: Any) -> int:
+        async def export(resources: Resources) -> int:
             count = 0
-            async with sessionmaker() as session:
+            async with resources.runner.operator_session() as session:
                 org = await audit_service.resolve_org(session, args.org)
                 rows = audit_service.export_audit(
                     session, org.org_id, since=since, until=until, action=args.action
@@ -73,15 +63,15 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
                     count += 1
             return count
 
-        count = asyncio.run(_run(_resolve(settings), settings, export))
+        count = with_resources(settings, export)
         sys.stderr.write(f"exported {count} audit rows\n")
         return 0
 
-    async def tail(sessionmaker: Any) -> int:
-        async with sessionmaker() as session:
+    async def tail(resources: Resources) -> int:
+        async with resources.runner.operator_session() as session:
             org = await audit_service.resolve_org(session, args.org)
         rows = audit_service.tail_audit(
-            sessionmaker,
+            resources.sessionmaker,
             org.org_id,
             action=args.action,
             backlog=args.lines,
@@ -91,7 +81,7 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
             _emit(event.model_dump_json())
         return 0
 
-    return asyncio.run(_run(_resolve(settings), settings, tail))
+    return with_resources(settings, tail)
 
 
 def _add_parser(sub: Any) -> None:
@@ -116,7 +106,7 @@ def _add_parser(sub: Any) -> None:
     tail.add_argument(
         "--interval", type=float, default=1.0, help="seconds between polls (default 1)"
     )
-    _db_options(tail)
+    db_options(tail)
 
     export = audit_sub.add_parser(
         "export",
@@ -131,7 +121,7 @@ def _add_parser(sub: Any) -> None:
     export.add_argument(
         "--format", choices=["jsonl"], default="jsonl", help="output format (jsonl)"
     )
-    _db_options(export)
+    db_options(export)
     audit.set_defaults(handler=cmd_audit)
 
 

@@ -17,18 +17,26 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from service.config import Settings
 from service.errors import CtxpackError
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from service.resources import Resources
+
+T = TypeVar("T")
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 _EXTRA_COMMANDS: list[Callable[[Any], None]] = []
 
 
-def _db_options(parser: argparse.ArgumentParser) -> None:
+def db_options(parser: argparse.ArgumentParser) -> None:
+    """Add the database options every command takes."""
     parser.add_argument(
         "--data-dir", type=Path, help="embedded Postgres data dir (env CTXPACK_DATA_DIR)"
     )
@@ -49,23 +57,33 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(**overrides)
 
 
-def _resolve(settings: Settings) -> str:
-    from service.store.database import resolve_database_url
+def with_resources(
+    settings: Settings, fn: Callable[[Resources], Awaitable[T]], **options: Any
+) -> T:
+    """Run ``fn`` on the process's resources (``open_resources``), opened for a command: no
+    model and no revocation listener unless ``options`` ask for them."""
+    from service.resources import open_resources
 
-    return resolve_database_url(settings)
+    options.setdefault("load_embedder", False)
+    options.setdefault("listen", False)
+
+    async def main() -> T:
+        async with open_resources(settings, **options) as resources:
+            return await fn(resources)
+
+    return asyncio.run(main())
 
 
-async def _with_session(url: str, settings: Settings, fn: Callable[[Any], Any]) -> Any:
-    from service.store.database import create_engine, make_sessionmaker
+def in_session(
+    settings: Settings, fn: Callable[[AsyncSession], Awaitable[T]], **options: Any
+) -> T:
+    """Run ``fn`` in one operator unit of work (committed when it returns)."""
 
-    engine = create_engine(url, settings)
-    try:
-        async with make_sessionmaker(engine)() as session:
-            result = await fn(session)
-            await session.commit()
-            return result
-    finally:
-        await engine.dispose()
+    async def run(resources: Resources) -> T:
+        async with resources.runner.operator_session() as session:
+            return await fn(session)
+
+    return with_resources(settings, run, **options)
 
 
 # --- serve ------------------------------------------------------------------------------
@@ -82,11 +100,13 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     configure_logging(settings.log_level)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    url = _resolve(settings)
+    url = with_resources(settings, _database_url, check_schema=False)
     if settings.migrate_on_start:
         upgrade(url)
     if settings.print_bootstrap_key:
-        created = asyncio.run(_with_session(url, settings, bootstrap_admin_key))
+        created = in_session(
+            settings, bootstrap_admin_key, database_url=url, check_schema=False
+        )
         if created is not None:
             print(
                 "ctxpack: created org 'default' and an admin key. It is shown once; keep it:",
@@ -102,6 +122,10 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def _database_url(resources: Resources) -> str:
+    return resources.database_url
+
+
 def _exit_on_signal(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
@@ -114,7 +138,7 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
 
     from service.store.database import alembic_config, downgrade, upgrade
 
-    url = _resolve(settings)
+    url = with_resources(settings, _database_url, check_schema=False)
     if args.db_command == "upgrade":
         upgrade(url, args.revision or "head")
     elif args.db_command == "downgrade":
@@ -129,12 +153,10 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
     from service.domain import keys as key_service
-    from service.store.keys import KeyRepository
 
-    url = _resolve(settings)
     if args.keys_command == "create":
 
-        async def create(session: Any) -> Any:
+        async def create(session: AsyncSession) -> key_service.CreatedKey:
             return await key_service.create_key(
                 session,
                 org=args.org,
@@ -144,22 +166,15 @@ def cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
                 namespace_prefixes=args.namespace,
             )
 
-        created = asyncio.run(_with_session(url, settings, create))
+        created = in_session(settings, create)
         print(created.key)
         return 0
     if args.keys_command == "list":
 
-        async def listing(session: Any) -> Any:
-            repo = KeyRepository(session)
-            org_id = None
-            if args.org:
-                org = await repo.org_by_name(args.org)
-                if org is None:
-                    return []
-                org_id = org.org_id
-            return await repo.list_keys(org_id)
+        async def listing(session: AsyncSession) -> list[Any]:
+            return await key_service.list_keys(session, args.org)
 
-        rows = asyncio.run(_with_session(url, settings, listing))
+        rows = in_session(settings, listing)
         print("key_id\torg\tname\tprefix\tscopes\tprojects\tnamespaces\tstatus")
         for key, org_name in rows:
             status = "revoked" if key.revoked_at else "active"
@@ -169,10 +184,10 @@ def cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
             )
         return 0
 
-    async def revoke(session: Any) -> None:
+    async def revoke(session: AsyncSession) -> None:
         await key_service.revoke_key(session, args.key_id)
 
-    asyncio.run(_with_session(url, settings, revoke))
+    in_session(settings, revoke)
     print(f"revoked {args.key_id}", file=sys.stderr)
     return 0
 
@@ -202,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="bind address (env CTXPACK_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (env CTXPACK_PORT, default 8080)")
     serve.add_argument("--no-migrate", action="store_true", help="do not run migrations first")
-    _db_options(serve)
+    db_options(serve)
     serve.set_defaults(handler=cmd_serve)
 
     db = sub.add_parser("db", help="schema migrations (Alembic)", description="Schema migrations.")
@@ -215,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = db_sub.add_parser(name, help=help_text, description=help_text)
         if name != "current":
             p.add_argument("revision", nargs="?", help="target revision")
-        _db_options(p)
+        db_options(p)
     db.set_defaults(handler=cmd_db)
 
     keys = sub.add_parser("keys", help="create, list and revoke API keys", description="API keys.")
@@ -242,13 +257,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["read", "write", "admin"],
         help="grant a scope (repeatable; default read and write)",
     )
-    _db_options(create)
+    db_options(create)
     listing = keys_sub.add_parser("list", help="list keys (never the secrets)")
     listing.add_argument("--org", help="only this org")
-    _db_options(listing)
+    db_options(listing)
     revoke = keys_sub.add_parser("revoke", help="revoke a key by id")
     revoke.add_argument("key_id")
-    _db_options(revoke)
+    db_options(revoke)
     keys.set_defaults(handler=cmd_keys)
 
     _load_feature_commands()

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, status
 
 from service.api.deps import CallerDep, EmbedderDep, SessionDep, audited
 from service.domain import artifacts as artifact_service
-from service.domain.audit import AuditContext
+from service.domain.audit import AuditAction, AuditContext
 from service.schemas.artifacts import ArtifactCreate, ArtifactCreated, ArtifactFields
 from service.schemas.common import ErrorResponse
 
@@ -24,7 +24,7 @@ ERRORS = {
 }
 
 router = APIRouter(prefix="/v1", tags=["artifacts"], responses=ERRORS)  # type: ignore[arg-type]
-AuditDep = Annotated[AuditContext, Depends(audited("artifact"))]
+AuditDep = Annotated[AuditContext, Depends(audited(AuditAction.ARTIFACT))]
 
 
 @router.post("/artifacts", status_code=status.HTTP_201_CREATED, response_model=ArtifactCreated)

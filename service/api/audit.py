@@ -1,31 +1,26 @@
-"""The audit trail over HTTP: GET /v1/audit, GET /v1/audit/{id}, POST /v1/audit/{id}/replay;
-and the retention job, started in the lifespan.
+"""The audit trail over HTTP: GET /v1/audit, GET /v1/audit/{id}, POST /v1/audit/{id}/replay.
+(The retention job runs in the app's lifespan, service/app.py.)
 
 Reading the trail is not itself audited (a dashboard polling it would flood it); a replay is,
 as action ``replay``."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import uuid
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Query
+from fastapi import APIRouter, Depends, Query
 
 from service.api.deps import (
-    AppState,
     CallerDep,
     EmbedderDep,
     SessionDep,
     StateDep,
     audited,
 )
-from service.config import Settings
 from service.domain import audit as audit_service
 from service.domain import audit_replay
-from service.domain.audit import AuditContext
+from service.domain.audit import AuditAction, AuditContext
 from service.schemas.audit import AuditEvent, AuditPage, AuditQuery, ReplayResponse
 from service.schemas.common import ErrorResponse
 
@@ -84,7 +79,7 @@ async def replay(
     embedder: EmbedderDep,
     state: StateDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited("replay"))],
+    ctx: Annotated[AuditContext, Depends(audited(AuditAction.REPLAY))],
     audit_id: uuid.UUID,
 ) -> ReplayResponse:
     """Run a recorded `context` call again, with its recorded inputs, against the store as
@@ -96,33 +91,3 @@ async def replay(
     return await audit_replay.replay_context(
         session, embedder, state.settings, caller, ctx, audit_id
     )
-
-
-@contextlib.asynccontextmanager
-async def retention_job(app: FastAPI, state: AppState) -> AsyncIterator[None]:
-    """Run the audit retention job in the background while the app is up."""
-    settings = state.settings
-    if settings.audit_prune_interval_seconds <= 0:
-        yield
-        return
-    task = asyncio.create_task(
-        audit_service.run_retention(
-            state.sessionmaker,
-            interval_seconds=settings.audit_prune_interval_seconds,
-            default_days=settings.audit_retention_days,
-        ),
-        name="audit-retention",
-    )
-    state.extras["audit_retention"] = task
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-def install(app: FastAPI, settings: Settings) -> None:
-    """Add the audit routes and the retention job."""
-    app.include_router(router)
-    app.state.lifespan_hooks.append(retention_job)

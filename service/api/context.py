@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends
 
 from service.api.deps import CallerDep, EmbedderDep, PackSessionDep, StateDep, audited
 from service.domain import context as context_service
-from service.domain.audit import AuditContext
+from service.domain.audit import AuditAction, AuditContext
 from service.schemas.common import ErrorResponse
 from service.schemas.context import ContextRequest, ContextResponse
 
@@ -32,7 +32,7 @@ async def context(
     embedder: EmbedderDep,
     state: StateDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited("context"))],
+    ctx: Annotated[AuditContext, Depends(audited(AuditAction.CONTEXT))],
 ) -> ContextResponse:
     """Compile the context pack for a goal: the memories that matter, grouped by facet
     (decisions, constraints, gotchas, artifacts...) with the intent's facets first.

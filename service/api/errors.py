@@ -10,8 +10,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from service.domain import audit as audit_service
-from service.errors import CtxpackError, GateRejected
+from service.calls import failure_of
+from service.errors import CtxpackError
 
 log = logging.getLogger("ctxpack.api")
 
@@ -38,24 +38,13 @@ def _safe_input_message(err: dict[str, Any]) -> str:
 
 
 async def _audit_failure(request: Request, status: int, code: str, details: dict[str, Any]) -> None:
+    """Have the call runner write the failed call's row, if the call got as far as opening
+    its audit context (an authenticated caller)."""
     ctx = getattr(request.state, "audit", None)
-    if ctx is None or ctx.caller is None:
+    resources = getattr(request.app.state, "ctx", None)
+    if ctx is None or resources is None:
         return
-    state = request.app.state.ctx
-    try:
-        async with state.sessionmaker() as session:
-            await audit_service.record(
-                session,
-                ctx,
-                outcome="rejected" if status == 422 else "error" if status >= 500 else "refused",
-                status_code=status,
-                details={"error_code": code, **details},
-                rejection_count=1 if status == 422 else 0,
-                redaction_count=int(ctx.request.get("redaction_count", 0)),
-            )
-            await session.commit()
-    except Exception:  # the failure being reported matters more than its audit row
-        log.exception("audit_write_failed", extra={"action": ctx.action})
+    await resources.runner.record_failure(ctx, status, code, details)
 
 
 def error_response(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
@@ -65,12 +54,8 @@ def error_response(status: int, body: dict[str, Any], headers: dict[str, str] | 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(CtxpackError)
     async def ctxpack_error(request: Request, exc: CtxpackError) -> JSONResponse:
-        details: dict[str, Any] = {}
-        if isinstance(exc, GateRejected):
-            details["reasons"] = [r["code"] for r in exc.reasons]
-        if "field" in exc.details:
-            details["field"] = exc.details["field"]
-        await _audit_failure(request, exc.status_code, exc.code, details)
+        status, code, details = failure_of(exc)
+        await _audit_failure(request, status, code, details)
         headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
         if exc.status_code == 429 and "retry_after" in exc.details:
             headers = {"Retry-After": str(exc.details["retry_after"])}

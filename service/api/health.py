@@ -6,7 +6,6 @@ from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from sqlalchemy import text
 
 from service.api.deps import StateDep
 
@@ -22,12 +21,11 @@ async def healthz() -> dict[str, str]:
 async def readyz(state: StateDep) -> Any:
     checks: dict[str, str] = {}
     try:
-        async with state.engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
+        await state.ping()
         checks["database"] = "ok"
     except Exception as exc:  # reported, not raised: readiness is a status, not an error
         checks["database"] = f"unavailable ({type(exc).__name__})"
-    checks["embedder"] = "ok" if state.embedder is not None else "loading"
+    checks["embedder"] = "ok" if state.has_embedder else "loading"
     ready = all(v == "ok" for v in checks.values())
     return JSONResponse(
         {"status": "ready" if ready else "not_ready", "checks": checks, "embedder": state.embedder.sync.name},

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Query, status
 from service.api.deps import CallerDep, EmbedderDep, SessionDep, StateDep, audited
 from service.domain import memories as memory_service
 from service.domain import remember as remember_service
-from service.domain.audit import AuditContext
+from service.domain.audit import AuditAction, AuditContext
 from service.schemas.common import ErrorResponse
 from service.schemas.memories import (
     DeleteResponse,
@@ -42,7 +42,7 @@ async def remember(
     embedder: EmbedderDep,
     state: StateDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited("remember"))],
+    ctx: Annotated[AuditContext, Depends(audited(AuditAction.REMEMBER))],
 ) -> RememberResponse:
     """Store what a future agent should not have to relearn.
 
@@ -60,7 +60,7 @@ async def remember_batch(
     embedder: EmbedderDep,
     state: StateDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited("remember_batch"))],
+    ctx: Annotated[AuditContext, Depends(audited(AuditAction.REMEMBER_BATCH))],
 ) -> RememberBatchResponse:
     """Store up to 500 memories in one call, embedded in one batch. Each item answers
     `{index, status: created|duplicate|rejected, id | reasons}`; a rejected item never fails
@@ -72,7 +72,7 @@ async def remember_batch(
 async def list_memories(
     session: SessionDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited("list"))],
+    ctx: Annotated[AuditContext, Depends(audited(AuditAction.LIST))],
     namespace: Annotated[
         str | None,
         Query(max_length=210, description="`u:s` exactly, `u:s:*` the subtree, `*` everything"),
@@ -96,7 +96,7 @@ async def get_memory(
     memory_id: uuid.UUID,
     session: SessionDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited("memory_get"))],
+    ctx: Annotated[AuditContext, Depends(audited(AuditAction.MEMORY_GET))],
 ) -> MemoryOut:
     """One memory with its one-hop relations. 404 when it does not exist or is out of reach."""
     return await memory_service.get_memory(session, caller, memory_id, ctx)
@@ -110,7 +110,7 @@ async def update_memory(
     embedder: EmbedderDep,
     state: StateDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited("memory_update"))],
+    ctx: Annotated[AuditContext, Depends(audited(AuditAction.MEMORY_UPDATE))],
 ) -> MemoryOut:
     """Change fields of a memory; new content is redacted, gated and re-embedded."""
     return await memory_service.update_memory(
@@ -123,7 +123,7 @@ async def delete_memory(
     memory_id: uuid.UUID,
     session: SessionDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited("delete"))],
+    ctx: Annotated[AuditContext, Depends(audited(AuditAction.DELETE))],
 ) -> DeleteResponse:
     """Erase a memory: content, embedding and edges are deleted; only its id remains, as a
     tombstone in the audit trail."""

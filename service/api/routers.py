@@ -20,13 +20,6 @@ def install(app: FastAPI, settings: Settings) -> None:
     from service.api import artifacts  # POST /v1/artifacts, GET /v1/artifacts/{id}?fields=
 
     app.include_router(artifacts.router)
-    from service.api import audit  # the audit trail and its retention job
+    from service.api import audit  # the audit trail (its retention job runs in app.py)
 
-    audit.install(app, settings)
-    from service.mcp import http as mcp_http  # MCP (streamable HTTP) at /mcp, same Bearer keys
-
-    mcp_http.install(app, settings)
-    from service.api import limits, metrics  # per-key rate limits; /metrics, request logs
-
-    limits.install(app, settings)
-    metrics.install(app, settings)
+    app.include_router(audit.router)

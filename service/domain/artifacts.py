@@ -20,13 +20,13 @@ from service.domain import audit as audit_service
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.namespaces import parse_namespace
-from service.domain.redaction import Redactor, merge_counts
+from service.domain.redaction import merge_counts
+from service.domain.write_pipeline import REDACTOR as _REDACTOR
 from service.embedding import AsyncEmbedder
 from service.errors import InvalidInput, NotFound
 from service.schemas.artifacts import ArtifactCreate, ArtifactCreated, ArtifactFields
 from service.store.artifacts import ArtifactRepository
 
-_REDACTOR = Redactor()
 MAX_SCHEMA_KEYS = 200
 MAX_FIELDS = 100
 # Keys named in a derived summary, and items scanned for a list's keys.

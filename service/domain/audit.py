@@ -34,6 +34,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -56,11 +57,26 @@ from service.store.audit import AuditFilter, AuditRepository
 log = logging.getLogger("ctxpack.audit")
 
 
+class AuditAction(StrEnum):
+    """What a call did, as the trail records it (the same name over HTTP, MCP and the CLI)."""
+
+    REMEMBER = "remember"
+    REMEMBER_BATCH = "remember_batch"
+    CONTEXT = "context"
+    ARTIFACT = "artifact"
+    LIST = "list"
+    MEMORY_GET = "memory_get"
+    MEMORY_UPDATE = "memory_update"
+    DELETE = "delete"
+    REPLAY = "replay"
+    RATE_LIMITED = "rate_limited"
+
+
 @dataclass
 class AuditContext:
     """What a call will be audited as; filled in by the route as the call proceeds."""
 
-    action: str
+    action: AuditAction
     caller: Caller | None = None
     namespace: str | None = None
     request: dict[str, Any] = field(default_factory=dict)
@@ -98,7 +114,7 @@ async def record(
         org_id=ctx.caller.org_id,
         key_id=ctx.caller.key_id,
         caller=ctx.caller.key_name,
-        action=ctx.action,
+        action=str(ctx.action),
         namespace=ctx.namespace,
         request=ctx.request,
         outcome=outcome,

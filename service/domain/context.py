@@ -30,7 +30,7 @@ from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.facets import FACET_TITLES, FACETS, INTENT_FACETS, WAKE_FACETS, facet_of
 from service.domain.pack_markdown import RenderedPack, fit_empty, render_empty, render_pack
-from service.domain.redaction import Redactor
+from service.domain.write_pipeline import REDACTOR as _REDACTOR
 from service.embedding import AsyncEmbedder
 from service.schemas.context import (
     ContextItem,
@@ -42,7 +42,6 @@ from service.schemas.context import (
 )
 from service.store.retrieval import RankedPack, RankedRow, RetrievalRepository, Scope
 
-_REDACTOR = Redactor()
 # How much of the goal the audit row keeps (after redaction).
 AUDIT_GOAL_CHARS = 500
 

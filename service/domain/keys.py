@@ -5,12 +5,16 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.domain import auth
+from service.domain.caller_cache import CallerCache
 from service.domain.namespaces import parse_namespace
 from service.errors import InvalidInput, NotFound
+from service.store import models
 from service.store.keys import KeyRepository
+from service.store.revocations import notify_revocation
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,11 @@ async def authenticate(session: AsyncSession, key: str) -> auth.Caller | None:
     )
 
 
-async def revoke_key(session: AsyncSession, key_id: str) -> None:
+async def revoke_key(
+    session: AsyncSession, key_id: str, *, cache: CallerCache | None = None
+) -> None:
+    """Revoke a key. Every server drops it from its caller cache when ``session`` commits
+    (NOTIFY); ``cache``, this process's own, drops it synchronously at that commit."""
     try:
         kid = uuid.UUID(key_id)
     except ValueError as exc:
@@ -83,10 +91,29 @@ async def revoke_key(session: AsyncSession, key_id: str) -> None:
     key_hash = await KeyRepository(session).revoke(kid)
     if key_hash is None:
         raise NotFound(f"no active key {key_id}")
-    # Every server drops the key from its caller cache when this commits.
-    from service.domain.caller_cache import announce_revocation
+    await notify_revocation(session, key_hash)
+    if cache is not None:
+        revoked = key_hash
 
-    await announce_revocation(session, key_hash)
+        def after_commit(_session: object) -> None:
+            cache.invalidate(revoked)
+
+        event.listen(session.sync_session, "after_commit", after_commit, once=True)
+
+
+async def list_keys(
+    session: AsyncSession, org: str | None = None
+) -> list[tuple[models.ApiKey, str]]:
+    """Every key (never its secret) with its org's name, of one org when ``org`` is named
+    (none when no org has that name)."""
+    repo = KeyRepository(session)
+    org_id = None
+    if org:
+        row = await repo.org_by_name(org)
+        if row is None:
+            return []
+        org_id = row.org_id
+    return await repo.list_keys(org_id)
 
 
 async def bootstrap_admin_key(session: AsyncSession) -> CreatedKey | None:

@@ -13,15 +13,8 @@ from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.facets import facet_of
 from service.domain.namespaces import parse_namespace_filter
-from service.domain.redaction import Redactor, merge_counts
-from service.domain.remember import (
-    check_metadata,
-    content_hash,
-    derive_name,
-    document_text,
-    gate_config,
-)
-from service.domain.write_gate import WriteGate
+from service.domain.remember import derive_name, document_text
+from service.domain.write_pipeline import WritePipeline
 from service.embedding import AsyncEmbedder
 from service.errors import Conflict, GateRejected, InvalidInput, NotFound
 from service.schemas.memories import (
@@ -34,7 +27,6 @@ from service.schemas.memories import (
 from service.store.memories import MemoryRepository
 from service.store.models import Memory
 
-_REDACTOR = Redactor()
 MAX_PAGE = 200
 
 
@@ -170,36 +162,30 @@ async def update_memory(
             raise InvalidInput(key, f"{key} cannot be null")
     if "project" in changes:
         caller.check_project(changes["project"])
+    # The write pipeline, as for remember: validate, redact, gate (placeholders stripped the
+    # same way), hash.
+    clean = WritePipeline.for_settings(settings).run(
+        type=changes.get("type") or row.type,
+        content=changes.get("content"),
+        name=changes.get("name"),
+        url=changes.get("url"),
+        source=changes.get("source"),
+        metadata=(changes["metadata"] or {}) if "metadata" in changes else None,
+    )
     values: dict[str, Any] = {}
-    counts: list[dict[str, int]] = []
     for key in ("name", "url", "source"):
-        if changes.get(key) is not None:
-            result = _REDACTOR.redact(changes[key])
-            values[key] = result.text
-            counts.append(result.counts)
-        elif key in changes:
-            values[key] = None
+        if key in changes:
+            values[key] = getattr(clean, key)
     if "metadata" in changes:
-        metadata = changes["metadata"] or {}
-        check_metadata(metadata, settings, "metadata")
-        redacted, meta_counts = _REDACTOR.redact_json(metadata)
-        values["meta"] = redacted
-        counts.append(meta_counts)
+        values["meta"] = clean.metadata
     for key in ("type", "project", "domain", "tags", "origin", "valid_at"):
         if key in changes:
             values[key] = changes[key]
-    if "content" in changes:
-        if "\x00" in changes["content"]:
-            raise InvalidInput("content", "NUL characters are not allowed in text")
-        result = _REDACTOR.redact(changes["content"])
-        counts.append(result.counts)
-        verdict = WriteGate(gate_config(settings)).check(
-            result.text, type=values.get("type", row.type), name=values.get("name")
-        )
-        if not verdict.accepted:
-            raise GateRejected([{"code": r.code, "hint": r.hint} for r in verdict.reasons])
-        values["content"] = result.text
-        values["content_hash"] = content_hash(result.text)
+    if clean.content is not None:
+        if clean.verdict is not None and not clean.verdict.accepted:
+            raise GateRejected([{"code": r.code, "hint": r.hint} for r in clean.verdict.reasons])
+        values["content"] = clean.content
+        values["content_hash"] = clean.hash
         taken = await repo.hash_taken(caller.org_id, row.namespace, values["content_hash"], memory_id)
         if taken is not None:
             raise Conflict(f"memory {taken} in this namespace already has this content", field="content", existing_id=str(taken))
@@ -209,7 +195,7 @@ async def update_memory(
         name = values.get("name", row.name)
         content = values.get("content", row.content)
         values["embedding"] = (await embedder.embed_documents([document_text(name, content)]))[0]
-    redactions = merge_counts(*counts)
+    redactions = clean.redactions
     ctx.request = {
         "id": str(memory_id),
         "fields": sorted(changes),

@@ -83,6 +83,8 @@ def placeholder(label: str) -> str:
 
 # Matches a placeholder this module (or an earlier pass) produced.
 _PLACEHOLDER_RE = re.compile(r"\[[A-Z][A-Z0-9_]*:REDACTED\]")
+PLACEHOLDER_RE = _PLACEHOLDER_RE
+"""The one placeholder pattern (the write pipeline strips these before gating)."""
 
 
 @dataclass(frozen=True)

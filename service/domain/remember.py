@@ -13,12 +13,9 @@ Nothing unredacted reaches the embedder, the database, the logs or the audit row
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
-import unicodedata
 import uuid
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -29,8 +26,11 @@ from service.domain import audit as audit_service
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.facets import facet_of
-from service.domain.redaction import Redactor, merge_counts
-from service.domain.write_gate import GateConfig, GateVerdict, WriteGate
+from service.domain.redaction import merge_counts
+from service.domain.write_gate import GateVerdict
+from service.domain.write_pipeline import (
+    WritePipeline,
+)
 from service.embedding import AsyncEmbedder
 from service.errors import GateRejected, InvalidInput
 from service.schemas.memories import (
@@ -45,28 +45,8 @@ from service.schemas.memories import (
 )
 from service.store.memories import MemoryRepository
 
-_REDACTOR = Redactor()
-_WS = re.compile(r"\s+")
-_PLACEHOLDER = re.compile(r"\[[A-Z_]+:REDACTED\]")
 NAME_CHARS = 80
-
-
-def gate_config(settings: Settings) -> GateConfig:
-    """The gate's thresholds, each overridable by ``CTXPACK_GATE_<FIELD>``."""
-    overrides: dict[str, Any] = {}
-    for f in fields(GateConfig):
-        value = getattr(settings, f"gate_{f.name}", f.default)
-        overrides[f.name] = tuple(value) if isinstance(value, list) else value
-    return GateConfig(**overrides)
-
-
-def normalize(content: str) -> str:
-    """What counts as "the same content": NFKC, case-folded, whitespace collapsed."""
-    return _WS.sub(" ", unicodedata.normalize("NFKC", content)).strip().casefold()
-
-
-def content_hash(content: str) -> str:
-    return hashlib.sha256(normalize(content).encode()).hexdigest()
+_WS = re.compile(r"\s+")
 
 
 def derive_name(content: str) -> str:
@@ -87,30 +67,6 @@ def document_text(name: str, content: str) -> str:
     if not head or _WS.sub(" ", content.strip()).startswith(head):
         return content
     return f"{name}\n{content}"
-
-
-def _json_depth(value: Any, depth: int = 0) -> int:
-    if isinstance(value, dict):
-        return max([_json_depth(v, depth + 1) for v in value.values()], default=depth + 1)
-    if isinstance(value, list):
-        return max([_json_depth(v, depth + 1) for v in value], default=depth + 1)
-    return depth
-
-
-def check_metadata(metadata: dict[str, Any], settings: Settings, field_name: str) -> None:
-    """422 unless metadata is within the configured size and nesting depth."""
-    depth = _json_depth(metadata)
-    if depth > settings.max_metadata_depth:
-        raise InvalidInput(
-            field_name,
-            f"metadata nests {depth} levels deep; at most {settings.max_metadata_depth}",
-        )
-    size = len(json.dumps(metadata, default=str).encode())
-    if size > settings.max_metadata_bytes:
-        raise InvalidInput(
-            field_name,
-            f"metadata is {size} bytes as JSON; at most {settings.max_metadata_bytes}",
-        )
 
 
 @dataclass
@@ -136,53 +92,45 @@ class _Prepared:
 
 
 def _prepare(
-    index: int, req: RememberRequest, caller: Caller, settings: Settings, gate: WriteGate, prefix: str
+    index: int,
+    req: RememberRequest,
+    caller: Caller,
+    settings: Settings,
+    pipeline: WritePipeline,
+    prefix: str,
 ) -> _Prepared:
-    """Steps 1-3 for one item. Raises InvalidInput/permission errors; gate rejections are
-    recorded on the item, not raised, so a batch can carry on."""
+    """Steps 1-3 for one item (the write pipeline, after the key's rights). Raises
+    InvalidInput/permission errors; gate rejections are recorded on the item, not raised, so
+    a batch can carry on."""
     caller.check_namespace(req.namespace)
     caller.check_project(req.project)
-    check_metadata(req.metadata, settings, f"{prefix}metadata")
-    if "\x00" in req.content:
-        raise InvalidInput(f"{prefix}content", "NUL characters are not allowed in text")
-    if req.name and "\x00" in req.name:
-        raise InvalidInput(f"{prefix}name", "NUL characters are not allowed in text")
-
-    item = _Prepared(index=index, request=req)
-    content = _REDACTOR.redact(req.content)
-    name = _REDACTOR.redact(req.name) if req.name else None
-    url = _REDACTOR.redact(req.url) if req.url else None
-    source = _REDACTOR.redact(req.source) if req.source else None
-    metadata, meta_counts = _REDACTOR.redact_json(req.metadata)
-    item.content = content.text
-    item.url = url.text if url else None
-    item.source = source.text if source else None
-    item.metadata = metadata if isinstance(metadata, dict) else {}
-    item.redactions = merge_counts(
-        content.counts,
-        name.counts if name else {},
-        url.counts if url else {},
-        source.counts if source else {},
-        meta_counts,
+    clean = pipeline.run(
+        type=req.type,
+        content=req.content,
+        name=req.name or None,
+        url=req.url or None,
+        source=req.source or None,
+        metadata=req.metadata,
+        field_prefix=prefix,
     )
+    item = _Prepared(index=index, request=req)
+    item.content = clean.content or ""
+    item.url = clean.url
+    item.source = clean.source
+    item.metadata = clean.metadata or {}
+    item.redactions = clean.redactions
     if item.redactions:
         item.warnings.append(
             f"redacted {sum(item.redactions.values())} secret(s) before storing: "
             + ", ".join(sorted(item.redactions))
         )
-
-    # Gate what is left once the secrets are gone: a memory that was only a secret carries
-    # nothing worth keeping.
-    item.verdict = gate.check(
-        _PLACEHOLDER.sub(" ", item.content).strip() if item.redactions else item.content,
-        type=req.type,
-        name=name.text if name else None,
-    )
-    if not item.verdict.accepted:
+    item.verdict = clean.verdict
+    if not clean.accepted:
+        assert item.verdict is not None
         item.rejection = [GateReasonOut(code=r.code, hint=r.hint) for r in item.verdict.reasons]
         return item
-    item.name = (name.text if name else "") or derive_name(item.content)
-    item.hash = content_hash(item.content)
+    item.name = clean.name or derive_name(item.content)
+    item.hash = clean.hash
     return item
 
 
@@ -386,7 +334,7 @@ async def remember(
     """
     caller.require("write")
     ctx.namespace = req.namespace
-    item = _prepare(0, req, caller, settings, WriteGate(gate_config(settings)), "")
+    item = _prepare(0, req, caller, settings, WritePipeline.for_settings(settings), "")
     ctx.request = _request_summary([item])
     if item.rejection is not None:
         _count([item], {"rejected": 1})
@@ -438,8 +386,8 @@ async def remember_batch(
     caller.require("write")
     if len(req.items) > settings.max_batch_items:
         raise InvalidInput("items", f"{len(req.items)} items; at most {settings.max_batch_items} per batch")
-    gate = WriteGate(gate_config(settings))
-    items = [_prepare(i, r, caller, settings, gate, f"items.{i}.") for i, r in enumerate(req.items)]
+    pipeline = WritePipeline.for_settings(settings)
+    items = [_prepare(i, r, caller, settings, pipeline, f"items.{i}.") for i, r in enumerate(req.items)]
     namespaces = {i.request.namespace for i in items}
     ctx.namespace = next(iter(namespaces)) if len(namespaces) == 1 else None
     ctx.request = _request_summary(items)

@@ -1,45 +1,37 @@
 """Where the tools' calls go: the domain functions in this process, or a remote ctxpack.
 
-``LocalBackend`` is what the HTTP API is: one unit of work per call (commit on success,
-roll back on error) around one domain function, the caller's key checked on every call, one
-audit row per call under the same action names as HTTP (the domain function writes it on
-success; a failure row is written in a fresh transaction, as the API's error handler does).
+``LocalBackend`` runs each call through the call runner (``service.calls``), as the HTTP API
+does: the caller's key checked on every call, its rate limit, one unit of work around one
+domain function, one audit row per call under the same action names as HTTP.
 
 ``RemoteBackend`` forwards each call to a ctxpack over HTTP with the caller's key, so the
 remote server authenticates, audits and applies the key's limits.
 
-Both build nothing per call: the engine, sessionmaker and embedder (or the HTTP client) are
+Both build nothing per call: the resources (``open_resources``; or the HTTP client) are
 built once and handed in.
 """
 
 from __future__ import annotations
 
-import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 import httpx
+from mcp.server import ServerRequestContext
 from pydantic import BaseModel
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.config import Settings
+from service.calls import CallFn, Pool, Transport
 from service.domain import artifacts as artifact_service
-from service.domain import audit as audit_service
 from service.domain import context as context_service
-from service.domain import keys as key_service
 from service.domain import memories as memory_service
 from service.domain import remember as remember_service
-from service.domain.audit import AuditContext
+from service.domain.audit import AuditAction, AuditContext
 from service.domain.auth import Caller
-from service.embedding import AsyncEmbedder
-from service.errors import (
-    AuthenticationError,
-    CtxpackError,
-    GateRejected,
-    ServiceUnavailable,
-)
+from service.errors import AuthenticationError, CtxpackError, ServiceUnavailable
 from service.mcp.inputs import ListMemoriesInput, RecallArtifactInput
+from service.resources import Resources
 from service.schemas.artifacts import ArtifactFields
 from service.schemas.context import ContextRequest, ContextResponse
 from service.schemas.memories import (
@@ -48,8 +40,6 @@ from service.schemas.memories import (
     RememberRequest,
     RememberResponse,
 )
-
-log = logging.getLogger("ctxpack.mcp")
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -68,37 +58,36 @@ class RemoteError(Exception):
         self.body = body
 
 
+RequestContext = ServerRequestContext[Any, Any]
+"""The MCP SDK's request context of a tool call (it carries the HTTP request on /mcp)."""
+
+
 class Backend(Protocol):
-    """What the tools call. ``rc`` is the MCP request context (it carries the HTTP request
-    on /mcp); a backend uses it only to find the caller."""
+    """What the tools call. ``rc`` is the MCP request context; a backend uses it only to
+    find the caller."""
 
-    async def remember(self, rc: Any, req: RememberRequest) -> RememberResponse: ...
+    async def remember(self, rc: RequestContext, req: RememberRequest) -> RememberResponse: ...
 
-    async def list_memories(self, rc: Any, query: ListMemoriesInput) -> MemoryPage: ...
+    async def list_memories(self, rc: RequestContext, query: ListMemoriesInput) -> MemoryPage: ...
 
-    async def forget(self, rc: Any, memory_id: uuid.UUID) -> DeleteResponse: ...
+    async def forget(self, rc: RequestContext, memory_id: uuid.UUID) -> DeleteResponse: ...
 
-    async def context(self, rc: Any, req: ContextRequest) -> ContextResponse: ...
+    async def context(self, rc: RequestContext, req: ContextRequest) -> ContextResponse: ...
 
-    async def recall_artifact(self, rc: Any, query: RecallArtifactInput) -> ArtifactFields: ...
+    async def recall_artifact(
+        self, rc: RequestContext, query: RecallArtifactInput
+    ) -> ArtifactFields: ...
 
-    async def refused(self, rc: Any, action: str, error: CtxpackError) -> None:
+    async def refused(self, rc: RequestContext, action: AuditAction, error: CtxpackError) -> None:
         """Record a call refused before it reached the domain (invalid arguments)."""
         ...
 
 
-class Resources(Protocol):
-    """What a local backend needs; ``AppState`` has it, built once in the app lifespan."""
-
-    settings: Settings
-    sessionmaker: async_sessionmaker[AsyncSession]
-    embedder: AsyncEmbedder
+Credential = Callable[[RequestContext | None], Caller | str]
+"""Who a tool call acts for: an authenticated ``Caller``, or a key the call runner checks."""
 
 
-CallerResolver = Callable[[Any], Awaitable[Caller]]
-
-
-async def caller_from_request(rc: Any) -> Caller:
+def caller_from_request(rc: RequestContext | None) -> Caller:
     """The caller the /mcp endpoint authenticated for this HTTP request."""
     request = getattr(rc, "request", None)
     caller = request.scope.get(CALLER_SCOPE_KEY) if request is not None else None
@@ -107,84 +96,41 @@ async def caller_from_request(rc: Any) -> Caller:
     return caller
 
 
-def caller_from_key(sessionmaker: async_sessionmaker[AsyncSession], key: str) -> CallerResolver:
-    """Authenticate ``key`` on every call, so a revoked key stops working at once."""
+def bearer_key(key: str) -> Credential:
+    """Act as ``key``: the call runner authenticates it (and applies its rate limit) on
+    every call, so a revoked key stops working at once."""
 
-    async def resolve(rc: Any) -> Caller:
-        async with sessionmaker() as session:
-            caller = await key_service.authenticate(session, key)
-        if caller is None:
-            raise AuthenticationError("Invalid or revoked API key")
-        return caller
+    def credential(rc: RequestContext | None) -> str:
+        return key
 
-    return resolve
-
-
-def _status_outcome(status: int) -> str:
-    return "rejected" if status == 422 else "error" if status >= 500 else "refused"
+    return credential
 
 
 class LocalBackend:
-    """Calls the domain functions in this process."""
+    """Calls the domain functions in this process, each through the call runner."""
 
-    def __init__(self, resources: Resources, resolve_caller: CallerResolver) -> None:
+    def __init__(self, resources: Resources, credential: Credential) -> None:
         self.resources = resources
-        self.resolve_caller = resolve_caller
+        self.credential = credential
 
     async def _call(
-        self,
-        rc: Any,
-        action: str,
-        fn: Callable[[AsyncSession, Caller, AuditContext], Awaitable[T]],
-        sessionmaker: async_sessionmaker[AsyncSession] | None = None,
+        self, rc: RequestContext, action: AuditAction, fn: CallFn[T], pool: Pool = "write"
     ) -> T:
-        caller = await self.resolve_caller(rc)
-        ctx = AuditContext(action=action, caller=caller)
-        try:
-            async with (sessionmaker or self.resources.sessionmaker)() as session:
-                try:
-                    result = await fn(session, caller, ctx)
-                    await session.commit()
-                except BaseException:
-                    await session.rollback()
-                    raise
-        except CtxpackError as exc:
-            await self._audit_failure(ctx, exc)
-            raise
-        except Exception:
-            await self._audit_failure(ctx, None)
-            raise
-        return result
+        return await self.resources.runner.run(
+            self.credential(rc),
+            action,
+            fn,
+            pool=pool,
+            transport=Transport.MCP,
+            request={"tool": str(action)},
+        )
 
-    async def _audit_failure(self, ctx: AuditContext, exc: CtxpackError | None) -> None:
-        """The failure row, in its own transaction: the call's own work was rolled back."""
-        status = exc.status_code if exc is not None else 500
-        details: dict[str, Any] = {"error_code": exc.code if exc is not None else "internal_error"}
-        if isinstance(exc, GateRejected):
-            details["reasons"] = [r["code"] for r in exc.reasons]
-        if exc is not None and "field" in exc.details:
-            details["field"] = exc.details["field"]
-        details["transport"] = "mcp"
-        try:
-            async with self.resources.sessionmaker() as session:
-                await audit_service.record(
-                    session,
-                    ctx,
-                    outcome=_status_outcome(status),
-                    status_code=status,
-                    details=details,
-                    rejection_count=1 if status == 422 else 0,
-                    redaction_count=int(ctx.request.get("redaction_count", 0)),
-                )
-                await session.commit()
-        except Exception:  # the failure being reported matters more than its audit row
-            log.exception("audit_write_failed", extra={"action": ctx.action})
+    async def refused(self, rc: RequestContext, action: AuditAction, error: CtxpackError) -> None:
+        await self.resources.runner.refuse(
+            self.credential(rc), action, error, transport=Transport.MCP
+        )
 
-    async def refused(self, rc: Any, action: str, error: CtxpackError) -> None:
-        caller = await self.resolve_caller(rc)
-        await self._audit_failure(AuditContext(action=action, caller=caller), error)
-
-    async def remember(self, rc: Any, req: RememberRequest) -> RememberResponse:
+    async def remember(self, rc: RequestContext, req: RememberRequest) -> RememberResponse:
         res = self.resources
 
         async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> RememberResponse:
@@ -192,9 +138,9 @@ class LocalBackend:
                 session, res.embedder, res.settings, caller, req, ctx
             )
 
-        return await self._call(rc, "remember", run)
+        return await self._call(rc, AuditAction.REMEMBER, run)
 
-    async def list_memories(self, rc: Any, query: ListMemoriesInput) -> MemoryPage:
+    async def list_memories(self, rc: RequestContext, query: ListMemoriesInput) -> MemoryPage:
         async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> MemoryPage:
             return await memory_service.list_memories(
                 session,
@@ -209,15 +155,15 @@ class LocalBackend:
                 limit=query.limit,
             )
 
-        return await self._call(rc, "list", run)
+        return await self._call(rc, AuditAction.LIST, run)
 
-    async def forget(self, rc: Any, memory_id: uuid.UUID) -> DeleteResponse:
+    async def forget(self, rc: RequestContext, memory_id: uuid.UUID) -> DeleteResponse:
         async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> DeleteResponse:
             return await memory_service.delete_memory(session, caller, memory_id, ctx)
 
-        return await self._call(rc, "delete", run)
+        return await self._call(rc, AuditAction.DELETE, run)
 
-    async def context(self, rc: Any, req: ContextRequest) -> ContextResponse:
+    async def context(self, rc: RequestContext, req: ContextRequest) -> ContextResponse:
         res = self.resources
 
         async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> ContextResponse:
@@ -225,16 +171,17 @@ class LocalBackend:
                 session, res.embedder, res.settings, caller, ctx, req
             )
 
-        packs = getattr(res, "pack_sessionmaker", None)
-        return await self._call(rc, "context", run, packs)
+        return await self._call(rc, AuditAction.CONTEXT, run, "pack")
 
-    async def recall_artifact(self, rc: Any, query: RecallArtifactInput) -> ArtifactFields:
+    async def recall_artifact(
+        self, rc: RequestContext, query: RecallArtifactInput
+    ) -> ArtifactFields:
         async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> ArtifactFields:
             return await artifact_service.read_artifact(
                 session, caller, ctx, query.artifact_id, query.fields_param(), query.namespace
             )
 
-        return await self._call(rc, "artifact", run)
+        return await self._call(rc, AuditAction.ARTIFACT, run)
 
 
 class RemoteBackend:
@@ -280,25 +227,27 @@ class RemoteBackend:
 
         return (await self._request("GET", "/v1/whoami", WhoAmI)).model_dump()
 
-    async def refused(self, rc: Any, action: str, error: CtxpackError) -> None:
+    async def refused(
+        self, rc: RequestContext, action: AuditAction, error: CtxpackError
+    ) -> None:
         return None  # the remote server never saw the call; there is nothing to audit
 
-    async def remember(self, rc: Any, req: RememberRequest) -> RememberResponse:
+    async def remember(self, rc: RequestContext, req: RememberRequest) -> RememberResponse:
         body = req.model_dump(mode="json", exclude_unset=True)
         return await self._request("POST", "/v1/remember", RememberResponse, json=body)
 
-    async def list_memories(self, rc: Any, query: ListMemoriesInput) -> MemoryPage:
+    async def list_memories(self, rc: RequestContext, query: ListMemoriesInput) -> MemoryPage:
         params = query.model_dump(exclude_none=True, exclude={"max_bytes"})
         return await self._request("GET", "/v1/memories", MemoryPage, params=params)
 
-    async def forget(self, rc: Any, memory_id: uuid.UUID) -> DeleteResponse:
+    async def forget(self, rc: RequestContext, memory_id: uuid.UUID) -> DeleteResponse:
         return await self._request("DELETE", f"/v1/memories/{memory_id}", DeleteResponse)
 
-    async def context(self, rc: Any, req: ContextRequest) -> ContextResponse:
+    async def context(self, rc: RequestContext, req: ContextRequest) -> ContextResponse:
         body = req.model_dump(mode="json", exclude_unset=True)
         return await self._request("POST", "/v1/context", ContextResponse, json=body)
 
-    async def recall_artifact(self, rc: Any, query: RecallArtifactInput) -> ArtifactFields:
+    async def recall_artifact(self, rc: RequestContext, query: RecallArtifactInput) -> ArtifactFields:
         params = {"fields": query.fields_param(), "namespace": query.namespace}
         return await self._request(
             "GET",
@@ -311,9 +260,11 @@ class RemoteBackend:
 __all__ = [
     "CALLER_SCOPE_KEY",
     "Backend",
+    "Credential",
     "LocalBackend",
     "RemoteBackend",
     "RemoteError",
-    "caller_from_key",
+    "RequestContext",
+    "bearer_key",
     "caller_from_request",
 ]

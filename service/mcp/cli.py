@@ -19,54 +19,35 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.to_thread
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from service.cli import _db_options, _resolve, register_command
+from service.cli import db_options, register_command
 from service.config import Settings
-from service.embedding import AsyncEmbedder, build_embedder
 from service.errors import AuthenticationError, CtxpackError
+
+if TYPE_CHECKING:
+    from service.mcp.backends import Backend
 
 KEY_ENV = "CTXPACK_API_KEY"
 
 
-@dataclass
-class StdioResources:
-    """What ``serve`` builds in its lifespan, built once for this process."""
+@asynccontextmanager
+async def local_backend(settings: Settings, key: str) -> AsyncIterator[Backend]:
+    """A backend on this machine's database, on the resources ``serve`` opens too (the
+    model, both pools, the caller cache with its revocation listener, the rate limiter),
+    with the key checked once up front."""
+    from service.mcp.backends import LocalBackend, bearer_key
+    from service.resources import open_resources
 
-    settings: Settings
-    sessionmaker: async_sessionmaker[AsyncSession]
-    embedder: AsyncEmbedder
+    async with open_resources(settings) as resources:
+        await resources.runner.authenticate(key)
+        yield LocalBackend(resources, bearer_key(key))
 
 
 @asynccontextmanager
-async def local_backend(settings: Settings, key: str) -> AsyncIterator[Any]:
-    """A backend on this machine's database, with the key checked once up front."""
-    from service.mcp.backends import LocalBackend, caller_from_key
-    from service.store.database import create_engine, make_sessionmaker
-
-    url = await anyio.to_thread.run_sync(_resolve, settings)
-    engine = create_engine(url, settings)
-    try:
-        model = await anyio.to_thread.run_sync(build_embedder, settings)
-        resources = StdioResources(
-            settings=settings,
-            sessionmaker=make_sessionmaker(engine),
-            embedder=AsyncEmbedder(model, settings.embed_concurrency, settings.query_cache_size),
-        )
-        resolve = caller_from_key(resources.sessionmaker, key)
-        await resolve(None)
-        yield LocalBackend(resources, resolve)
-    finally:
-        await engine.dispose()
-
-
-@asynccontextmanager
-async def remote_backend(url: str, key: str) -> AsyncIterator[Any]:
+async def remote_backend(url: str, key: str) -> AsyncIterator[Backend]:
     """A backend forwarding to the ctxpack at ``url``, with the key checked once up front."""
     from service.mcp.backends import RemoteBackend
 
@@ -139,7 +120,7 @@ def _add_parser(sub: Any) -> None:
         "--url",
         help="base URL of a running ctxpack, e.g. http://127.0.0.1:8080 (default: local database)",
     )
-    _db_options(parser)
+    db_options(parser)
     parser.set_defaults(handler=cmd_mcp)
 
 

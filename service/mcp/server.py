@@ -14,7 +14,7 @@ from mcp.server import Server
 from pydantic import ValidationError
 
 from service.errors import NotFound
-from service.mcp.backends import Backend
+from service.mcp.backends import Backend, RequestContext
 from service.mcp.inputs import unstorable_text
 from service.mcp.results import from_exception, invalid_arguments
 from service.mcp.tools import TOOLS, ToolSpec
@@ -34,11 +34,11 @@ def build_server(backend: Backend, *, tools: tuple[ToolSpec, ...] = TOOLS) -> Se
     listing = [spec.to_tool() for spec in tools]
 
     async def list_tools(
-        rc: Any, params: types.PaginatedRequestParams | None
+        rc: RequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=listing)
 
-    async def call_tool(rc: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(rc: RequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
         spec = by_name.get(params.name)
         try:
             if spec is None:

@@ -18,7 +18,8 @@ from typing import Any
 import mcp_types as types
 from pydantic import BaseModel
 
-from service.mcp.backends import Backend
+from service.domain.audit import AuditAction
+from service.mcp.backends import Backend, RequestContext
 from service.mcp.inputs import (
     ContextInput,
     ForgetInput,
@@ -31,7 +32,7 @@ from service.mcp.results import ok
 from service.schemas.context import ContextResponse
 from service.schemas.memories import RememberRequest
 
-Run = Callable[[Backend, Any, Any], Awaitable[types.CallToolResult]]
+Run = Callable[[Backend, RequestContext, Any], Awaitable[types.CallToolResult]]
 
 CONSUMED_META: dict[str, Any] = {"context": {"consumed": True}}
 CONTEXT_HINTS: list[dict[str, Any]] = [
@@ -47,7 +48,7 @@ class ToolSpec:
     title: str
     description: str
     input_model: type[BaseModel]
-    action: str
+    action: AuditAction
     """The audit action, the same as the HTTP endpoint's."""
     run: Run
     read_only: bool = False
@@ -91,7 +92,7 @@ last `context` result as consumed (`_meta.context.consumed`), so your client may
 """
 
 
-async def _remember(backend: Backend, rc: Any, args: RememberRequest) -> types.CallToolResult:
+async def _remember(backend: Backend, rc: RequestContext, args: RememberRequest) -> types.CallToolResult:
     result = await backend.remember(rc, args)
     return ok(result.model_dump(mode="json"), meta=CONSUMED_META)
 
@@ -115,7 +116,7 @@ def _memory_item(item: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _list_memories(
-    backend: Backend, rc: Any, args: ListMemoriesInput
+    backend: Backend, rc: RequestContext, args: ListMemoriesInput
 ) -> types.CallToolResult:
     page = await backend.list_memories(rc, args)
     items = [_memory_item(m.model_dump(mode="json")) for m in page.items]
@@ -171,7 +172,7 @@ your key's reach.
 """
 
 
-async def _forget(backend: Backend, rc: Any, args: ForgetInput) -> types.CallToolResult:
+async def _forget(backend: Backend, rc: RequestContext, args: ForgetInput) -> types.CallToolResult:
     result = await backend.forget(rc, args.id)
     return ok(result.model_dump(mode="json"))
 
@@ -260,12 +261,12 @@ def _pack_result(
     return ok(payload, text=limited.text, meta=meta)
 
 
-async def _context(backend: Backend, rc: Any, args: ContextInput) -> types.CallToolResult:
+async def _context(backend: Backend, rc: RequestContext, args: ContextInput) -> types.CallToolResult:
     pack = await backend.context(rc, args.request())
     return _pack_result(pack, args, {})
 
 
-async def _wake(backend: Backend, rc: Any, args: WakeInput) -> types.CallToolResult:
+async def _wake(backend: Backend, rc: RequestContext, args: WakeInput) -> types.CallToolResult:
     pack = await backend.context(rc, args.request())
     return _pack_result(pack, args, {"contextHints": CONTEXT_HINTS})
 
@@ -288,7 +289,7 @@ _ARTIFACT_BODY = ("fields", "body")
 
 
 async def _recall_artifact(
-    backend: Backend, rc: Any, args: RecallArtifactInput
+    backend: Backend, rc: RequestContext, args: RecallArtifactInput
 ) -> types.CallToolResult:
     artifact = await backend.recall_artifact(rc, args)
     unused = {"body"} if args.fields else {"fields", "missing"}
@@ -310,7 +311,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="Wake up",
         description=WAKE_DESCRIPTION,
         input_model=WakeInput,
-        action="context",
+        action=AuditAction.CONTEXT,
         run=_wake,
         read_only=True,
         idempotent=True,
@@ -320,7 +321,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="Get context for a goal",
         description=CONTEXT_DESCRIPTION,
         input_model=ContextInput,
-        action="context",
+        action=AuditAction.CONTEXT,
         run=_context,
         read_only=True,
         idempotent=True,
@@ -330,7 +331,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="Remember",
         description=REMEMBER_DESCRIPTION,
         input_model=RememberRequest,
-        action="remember",
+        action=AuditAction.REMEMBER,
         run=_remember,
         idempotent=True,
     ),
@@ -339,7 +340,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="Read an artifact's fields",
         description=RECALL_ARTIFACT_DESCRIPTION,
         input_model=RecallArtifactInput,
-        action="artifact",
+        action=AuditAction.ARTIFACT,
         run=_recall_artifact,
         read_only=True,
         idempotent=True,
@@ -349,7 +350,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="List memories",
         description=LIST_DESCRIPTION,
         input_model=ListMemoriesInput,
-        action="list",
+        action=AuditAction.LIST,
         run=_list_memories,
         read_only=True,
         idempotent=True,
@@ -359,7 +360,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="Forget a memory",
         description=FORGET_DESCRIPTION,
         input_model=ForgetInput,
-        action="delete",
+        action=AuditAction.DELETE,
         run=_forget,
         destructive=True,
         idempotent=True,

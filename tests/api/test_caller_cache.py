@@ -18,7 +18,7 @@ from tests.conftest import Key
 
 
 def _cache(app: FastAPI) -> CallerCache:
-    cache: CallerCache = app.state.ctx.extras["caller_cache"]
+    cache: CallerCache = app.state.ctx.callers
     return cache
 
 

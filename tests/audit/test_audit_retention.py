@@ -131,7 +131,7 @@ async def test_the_app_prunes_in_the_background(
                 break
             await asyncio.sleep(0.05)
         assert await _remaining(app, [old, recent]) == {recent}
-        task = pruning_app.state.ctx.extras["audit_retention"]
+        task = pruning_app.state.retention_task
     # Leaving the lifespan stops the job.
     assert task.done()
 
@@ -140,4 +140,4 @@ async def test_the_job_can_be_disabled(pg_url: str) -> None:
     settings = make_settings(pg_url, audit_prune_interval_seconds=0)
     quiet_app = create_app(settings, embedder=FakeEmbedder(), database_url=pg_url)
     async with quiet_app.router.lifespan_context(quiet_app):
-        assert "audit_retention" not in quiet_app.state.ctx.extras
+        assert quiet_app.state.retention_task is None

@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from service.app import create_app
 from service.embedding.fake import FakeEmbedder
-from service.mcp.backends import LocalBackend, caller_from_key
+from service.mcp.backends import LocalBackend, bearer_key
 from service.mcp.server import build_server
 from tests.conftest import Key, make_settings
 
@@ -51,7 +51,7 @@ def mcp_connect(app: FastAPI) -> McpConnect:
 
     @asynccontextmanager
     async def open_client(key: Key) -> AsyncIterator[Client]:
-        server = build_server(LocalBackend(state, caller_from_key(state.sessionmaker, key.key)))
+        server = build_server(LocalBackend(state, bearer_key(key.key)))
         async with Client(server, raise_exceptions=True) as client:
             yield client
 

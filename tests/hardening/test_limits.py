@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from service.api.limits import RateLimiter
+from service.domain.rate_limit import RateLimiter
 from tests.conftest import KeyFactory
 from tests.hardening.conftest import AppFactory, SqlRows
 
@@ -96,7 +96,7 @@ async def test_rate_limit_zero_disables_the_limiter(
 ) -> None:
     key = await make_key()
     async with app_with(rate_limit_per_minute=0, rate_limit_burst=1) as client:
-        assert "rate_limiter" not in client.app.state.ctx.extras  # type: ignore[attr-defined]
+        assert client.app.state.ctx.limiter is None  # type: ignore[attr-defined]
         for _ in range(5):
             assert (await client.get("/v1/whoami", headers=key.headers)).status_code == 200
 
@@ -194,7 +194,7 @@ async def test_oversized_fields_are_422_naming_the_field(
 
 
 def test_json_body_problem_finds_nul_surrogates_and_depth() -> None:
-    from service.api.limits import json_body_problem, query_problem
+    from service.api.json_guard import json_body_problem, query_problem
 
     assert json_body_problem(b'{"content": "fine \\u00e9 \\ud83d\\ude00"}') is None
     assert json_body_problem(b'{"content": "an escaped backslash: \\\\u0000"}') is None

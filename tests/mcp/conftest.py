@@ -17,7 +17,7 @@ import pytest
 from fastapi import FastAPI
 from mcp import Client
 
-from service.mcp.backends import LocalBackend, caller_from_key
+from service.mcp.backends import LocalBackend, bearer_key
 from service.mcp.server import build_server
 from tests.conftest import Key
 
@@ -37,7 +37,7 @@ def connect(app: FastAPI) -> Connect:
     @asynccontextmanager
     async def open_client(key: Key | str) -> AsyncIterator[Client]:
         secret: str = getattr(key, "key", key)
-        server = build_server(LocalBackend(state, caller_from_key(state.sessionmaker, secret)))
+        server = build_server(LocalBackend(state, bearer_key(secret)))
         async with Client(server, raise_exceptions=True) as client:
             yield client
 

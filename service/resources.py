@@ -1,0 +1,207 @@
+"""The process's resources, built once: ``open_resources(settings)``.
+
+Every face of ctxpack runs on one ``Resources`` object, opened by one function: the HTTP
+app's lifespan (which also serves MCP at /mcp), ``ctxpack mcp`` over stdio, ``ctxpack audit``
+and every other CLI command. It is the MCP SDK's typed lifespan context applied to the whole
+process: a dataclass whose fields say what exists, never a string-keyed dict.
+
+What it holds:
+
+- ``engine`` / ``sessionmaker``: the pool every write and read goes through;
+- ``pack_engine`` / ``pack_sessionmaker``: the context packs' pool (generic plans,
+  autocommit; see ``store.database.create_engine``);
+- ``embedder``: the model, behind ``AsyncEmbedder`` (worker threads, bounded concurrency),
+  checked against the embedding column's width at start;
+- ``callers``: the caller cache, kept exact by the key-revocation listener that
+  ``open_resources`` runs while the resources are open (``listen=True``);
+- ``limiter``: the per-key rate limiter, or None when ``rate_limit_per_minute`` is 0;
+- ``pipeline``: the write pipeline (one ``Redactor`` and one ``WriteGate``, shared by every
+  write);
+- ``runner``: the call runner (``service.calls``) bound to these resources.
+
+Opening builds nothing per call; closing stops the listener and disposes of both pools.
+A CLI command that needs no model opens with ``load_embedder=False`` (then ``embedder``
+raises if used); one that runs before the schema exists (``ctxpack db``) opens with
+``check_schema=False``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import anyio.to_thread
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from service.config import Settings
+from service.domain.caller_cache import CallerCache
+from service.domain.rate_limit import RateLimiter
+from service.domain.write_pipeline import WritePipeline
+from service.embedding import AsyncEmbedder, Embedder, build_embedder
+from service.errors import ServiceUnavailable
+from service.store import probes
+from service.store.database import (
+    create_engine,
+    libpq_url,
+    make_sessionmaker,
+    resolve_database_url,
+)
+from service.store.revocations import RevocationListener
+
+if TYPE_CHECKING:
+    from service.calls import CallRunner
+
+
+@dataclass
+class Resources:
+    """Everything built once per process. See the module docstring."""
+
+    settings: Settings
+    database_url: str
+    engine: AsyncEngine
+    sessionmaker: async_sessionmaker[AsyncSession]
+    pack_engine: AsyncEngine
+    pack_sessionmaker: async_sessionmaker[AsyncSession]
+    callers: CallerCache
+    limiter: RateLimiter | None
+    pipeline: WritePipeline
+    model: Embedder | None = None
+    _embedder: AsyncEmbedder | None = field(default=None, repr=False)
+    _runner: CallRunner | None = field(default=None, repr=False)
+
+    @property
+    def embedder(self) -> AsyncEmbedder:
+        """The model. Raises when the resources were opened without it."""
+        if self._embedder is None:
+            raise ServiceUnavailable("this command opened the database without the model")
+        return self._embedder
+
+    @property
+    def has_embedder(self) -> bool:
+        return self._embedder is not None
+
+    async def ping(self) -> None:
+        """One round trip to the database (the readiness probe); raises when it does not
+        answer."""
+        await probes.ping(self.engine)
+
+    @property
+    def runner(self) -> CallRunner:
+        """The call runner on these resources (``service.calls``)."""
+        if self._runner is None:
+            from service.calls import CallRunner
+
+            self._runner = CallRunner(self)
+        return self._runner
+
+
+async def resolve_url(settings: Settings) -> str:
+    """The database URL of ``settings``, starting the embedded Postgres if it is the one
+    (in a worker thread: it may take seconds)."""
+    return await anyio.to_thread.run_sync(resolve_database_url, settings)
+
+
+@contextlib.asynccontextmanager
+async def open_resources(
+    settings: Settings,
+    *,
+    database_url: str | None = None,
+    embedder: Embedder | None = None,
+    load_embedder: bool = True,
+    check_schema: bool = True,
+    listen: bool = True,
+) -> AsyncIterator[Resources]:
+    """Open the process's resources, and close them on exit.
+
+    Args:
+        settings: every knob.
+        database_url: an already-resolved URL; else resolved from ``settings`` (which may
+            start the embedded Postgres).
+        embedder: an already-built model (tests pass a fake); else built from ``settings``
+            when ``load_embedder``.
+        load_embedder: False for commands that never embed (keys, audit, db).
+        check_schema: check that the schema exists and that its embedding column matches the
+            model (start-up fails with ``ServiceUnavailable`` otherwise).
+        listen: run the key-revocation listener that keeps the caller cache exact (servers;
+            a one-shot command has no use for it, and its cache then never answers).
+
+    Raises:
+        ServiceUnavailable: no schema, or a model whose width differs from the column's.
+    """
+    url = database_url or await resolve_url(settings)
+    engine = create_engine(url, settings)
+    pack_engine = create_engine(url, settings, generic_plans=True)
+    try:
+        model = embedder
+        if model is None and load_embedder:
+            model = await anyio.to_thread.run_sync(build_embedder, settings)
+        resources = Resources(
+            settings=settings,
+            database_url=url,
+            engine=engine,
+            sessionmaker=make_sessionmaker(engine),
+            pack_engine=pack_engine,
+            pack_sessionmaker=make_sessionmaker(pack_engine),
+            callers=CallerCache(settings.auth_cache_seconds),
+            limiter=(
+                RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
+                if settings.rate_limit_per_minute > 0
+                else None
+            ),
+            pipeline=WritePipeline.for_settings(settings),
+            model=model,
+            _embedder=(
+                AsyncEmbedder(model, settings.embed_concurrency, settings.query_cache_size)
+                if model is not None
+                else None
+            ),
+        )
+        if check_schema:
+            await _check_schema(resources)
+        async with contextlib.AsyncExitStack() as stack:
+            if listen and resources.callers.ttl > 0:
+                await stack.enter_async_context(_revocation_listener(resources))
+            yield resources
+    finally:
+        await engine.dispose()
+        await pack_engine.dispose()
+
+
+async def _check_schema(resources: Resources) -> None:
+    dims = await probes.embedding_dims(resources.engine)
+    if dims is None:
+        raise ServiceUnavailable("the database has no ctxpack schema: run `ctxpack db upgrade`")
+    if resources.model is not None and dims != resources.model.dims:
+        raise ServiceUnavailable(
+            f"embedding column holds {dims} dims, embedder returns {resources.model.dims}"
+        )
+
+
+@contextlib.asynccontextmanager
+async def _revocation_listener(resources: Resources) -> AsyncIterator[None]:
+    """The LISTEN connection that keeps ``resources.callers`` exact, for as long as the
+    resources are open."""
+    cache = resources.callers
+    listener = RevocationListener(
+        libpq_url(resources.database_url), cache.invalidate, cache.set_live
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(listener.run(stop), name="caller-cache-listener")
+    try:
+        yield
+    finally:
+        stop.set()
+        # Never cancel a connect half-way (it would leave the connection open): a connecting
+        # listener sees the stop flag as soon as it is connected, and closes.
+        if not listener.connecting:
+            task.cancel()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(task, 10)
+
+
+__all__ = ["Resources", "open_resources", "resolve_url"]
+
+
