@@ -25,6 +25,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store.models import Memory, Project, Relation
+from service.store.vectors import vector_literal
 
 
 def namespace_scope(prefixes: Sequence[str]) -> ColumnElement[bool]:
@@ -129,7 +130,7 @@ class MemoryRepository:
             "idxs": [p[0] for p in probes],
             "namespaces": [p[1] for p in probes],
             "types": [p[2] for p in probes],
-            "vecs": [_vector_literal(p[3]) for p in probes],
+            "vecs": [vector_literal(p[3]) for p in probes],
             "org": org_id,
             "lim": limit,
             "threshold": threshold,
@@ -177,7 +178,7 @@ class MemoryRepository:
             "namespace": namespace,
             "type": type_,
             "hash": content_hash,
-            "vec": _vector_literal(vector),
+            "vec": vector_literal(vector),
             "lim": limit,
             "threshold": threshold,
         }
@@ -355,8 +356,4 @@ class MemoryRepository:
             delete(Memory).where(Memory.org_id == org_id, Memory.id == memory_id)
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
-
-
-def _vector_literal(vec: list[float]) -> str:
-    return "[" + ",".join(f"{x:.7g}" for x in vec) + "]"
 

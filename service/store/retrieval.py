@@ -34,6 +34,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.cache import TtlLru
+from service.store.vectors import vector_literal
 
 Mode = Literal["hybrid", "lexical", "vector"]
 
@@ -171,10 +172,6 @@ LEXICAL_HITS_CAP = 20000
 # How long a scope's size is remembered (it picks exact scan vs indexes; see scope_size).
 SCOPE_SIZE_TTL = 10.0
 _SCOPE_SIZES: TtlLru[tuple[Any, ...], int] = TtlLru(SCOPE_SIZE_TTL, 50_000)
-
-
-def vector_literal(vector: list[float]) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
 def _edges(item: str) -> str:

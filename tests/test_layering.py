@@ -1,0 +1,231 @@
+"""The import rules of ``service/``, checked by walking every module's syntax tree:
+
+- no import cycles (imports inside functions count; ``if TYPE_CHECKING:`` blocks do not);
+- the transports, ``api/`` and ``mcp/``, never import each other (the app factory mounts
+  both) and never import ``store/`` (they reach the database through ``domain/`` and the
+  call runner);
+- ``domain/`` knows no FastAPI, Starlette or MCP types;
+- SQL text lives in ``store/`` only: no ``sqlalchemy.text`` and no string that reads as a SQL
+  statement anywhere else.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "service"
+TRANSPORTS = ("service.api", "service.mcp")
+SQL = re.compile(
+    r"^\s*(SELECT\s.+\sFROM\s|INSERT\s+INTO\s|UPDATE\s+\w+\s+SET\s|DELETE\s+FROM\s|"
+    r"CREATE\s+(TABLE|INDEX|EXTENSION)\s|ALTER\s+TABLE\s|LISTEN\s|NOTIFY\s|WITH\s+\w+\s+AS\s*\()"
+    r"|pg_notify\(|pg_attribute|::regclass",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _walk_runtime(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node, skipping ``if TYPE_CHECKING:`` bodies."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                todo.extend(child.orelse)
+                continue
+            todo.append(child)
+
+
+def _resolve(name: str) -> str | None:
+    """The service module ``name`` refers to (the longest known prefix)."""
+    while name:
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _imports(module: str) -> set[str]:
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in _walk_runtime(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base]) if base else ".".join(anchor)
+            names = [f"{base}.{a.name}" for a in node.names] + [base]
+        else:
+            continue
+        for name in names:
+            if name.startswith("service"):
+                target = _resolve(name)
+                if target is not None and target != module:
+                    found.add(target)
+    return found
+
+
+GRAPH = {m: _imports(m) for m in MODULES}
+
+
+def _cycles() -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+
+    def visit(v: str) -> None:
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(GRAPH[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(GRAPH):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_the_walk_sees_the_package() -> None:
+    assert "service.app" in MODULES and "service.calls" in MODULES
+    assert "service.calls" in GRAPH["service.api.deps"]
+    assert "service.resources" in GRAPH["service.app"]
+
+
+def test_no_import_cycles() -> None:
+    assert _cycles() == []
+
+
+def test_transports_do_not_import_each_other() -> None:
+    bad = [
+        (m, t)
+        for m, targets in GRAPH.items()
+        for t in targets
+        for a, b in (TRANSPORTS, TRANSPORTS[::-1])
+        if _in(m, a) and _in(t, b)
+    ]
+    assert bad == []
+
+
+def test_transports_do_not_import_the_store() -> None:
+    bad = [
+        (m, t)
+        for m, targets in GRAPH.items()
+        if any(_in(m, p) for p in TRANSPORTS)
+        for t in targets
+        if _in(t, "service.store")
+    ]
+    assert bad == []
+
+
+def test_domain_knows_no_transport_types() -> None:
+    bad = []
+    for module, path in MODULES.items():
+        if not _in(module, "service.domain"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            bad += [
+                (module, n)
+                for n in names
+                if n.split(".")[0] in {"fastapi", "starlette", "mcp"}
+                or any(_in(n, p) for p in TRANSPORTS)
+            ]
+    assert bad == []
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                ids.add(id(body[0].value))
+        # a bare string statement anywhere is documentation too
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            ids.add(id(node.value))
+    return ids
+
+
+def test_sql_lives_in_the_store() -> None:
+    bad = []
+    for module, path in MODULES.items():
+        if _in(module, "service.store"):
+            continue
+        tree = ast.parse(path.read_text())
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "sqlalchemy":
+                bad += [(module, "sqlalchemy.text") for a in node.names if a.name == "text"]
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docs
+                and SQL.search(node.value)
+            ):
+                bad.append((module, node.value[:60]))
+    assert bad == []
+
+
+def test_the_rules_catch_what_they_should() -> None:
+    """The SQL pattern recognises statements, and not prose."""
+    assert SQL.search("SELECT id FROM memories WHERE org_id = :org")
+    assert SQL.search("SELECT pg_notify(:channel, :hash)")
+    assert SQL.search("LISTEN ctxpack_keys")
+    assert not SQL.search("select the memories that matter")
+    assert not SQL.search("Update the namespace")
