@@ -203,5 +203,3 @@ async def _revocation_listener(resources: Resources) -> AsyncIterator[None]:
 
 
 __all__ = ["Resources", "open_resources", "resolve_url"]
-
-

@@ -19,8 +19,8 @@ from service.api.deps import (
     audited,
 )
 from service.domain import audit as audit_service
-from service.domain import audit_replay
 from service.domain.audit import AuditAction, AuditContext
+from service.domain.audit import replay as audit_replay
 from service.schemas.audit import AuditEvent, AuditPage, AuditQuery, ReplayResponse
 from service.schemas.common import ErrorResponse
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from service.domain.audit import diff_packs
+from service.domain.audit.replay import diff_packs
 from service.schemas.audit import RankedItem
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.domain.audit import narrow_prefixes, narrow_projects
+from service.domain.audit.replay import narrow_prefixes, narrow_projects
 
 
 @pytest.mark.parametrize(

@@ -97,7 +97,10 @@ async def test_remember_and_patch_agree(client: httpx.AsyncClient, key: Key, cas
 async def test_a_patch_to_only_a_secret_is_refused(client: httpx.AsyncClient, key: Key) -> None:
     verdict, stored = await _through_patch(client, key, TOKEN)
     assert verdict == {
-        "status": 422, "code": "gate_rejected", "reasons": ["empty"], "field": "content"
+        "status": 422,
+        "code": "gate_rejected",
+        "reasons": ["empty"],
+        "field": "content",
     }
     assert stored is None
 

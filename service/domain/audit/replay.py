@@ -7,12 +7,17 @@ own audit row, action ``replay``, marked ``replay_of``) and compares the two pac
 rank: what was added, what dropped out, what moved. A user can then see why an agent was shown
 something yesterday and is not today.
 
-Kept apart from ``domain.audit`` because ``domain.context`` imports that module.
+A replay sees only what both the replaying key and the recorded call's key may see
+(``replay_scope``). This module is not re-exported by ``service.domain.audit``: it compiles
+packs through ``domain.context``, which itself records through ``audit.record``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,19 +25,97 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.config import Settings
 from service.domain import context as context_service
-from service.domain.audit import (
-    AuditContext,
-    diff_packs,
-    replay_scope,
-    visibility,
-)
+from service.domain import namespaces
+from service.domain.audit.record import AuditContext
+from service.domain.audit.trail import visibility
 from service.domain.auth import Caller
 from service.embedding import AsyncEmbedder
-from service.errors import InvalidInput, NotFound
-from service.schemas.audit import RankedItem, ReplayResponse
+from service.errors import InvalidInput, NotFound, PermissionDenied
+from service.schemas.audit import (
+    PackDiff,
+    RankChange,
+    RankedItem,
+    ReplayResponse,
+)
 from service.schemas.context import ContextRequest, ContextResponse
 from service.store import models
 from service.store.audit import AuditRepository
+
+log = logging.getLogger("ctxpack.audit")
+
+# --- replay -----------------------------------------------------------------------------
+
+
+def narrow_prefixes(a: Sequence[str], b: Sequence[str]) -> tuple[str, ...] | None:
+    """The namespaces both prefix lists allow, as a prefix list (empty list: unlimited).
+
+    Returns None when the two lists share no namespace at all.
+    """
+    if not a or not b:
+        return tuple(a or b)
+    both = {p for p in a for q in b if namespaces.within_prefix(p, q)}
+    both |= {q for p in a for q in b if namespaces.within_prefix(q, p)}
+    return tuple(sorted(both)) or None
+
+
+def narrow_projects(a: Sequence[str], b: Sequence[str]) -> tuple[str, ...] | None:
+    """The projects both lists allow (empty list: unlimited); None when they share none."""
+    if not a or not b:
+        return tuple(a or b)
+    return tuple(sorted(set(a) & set(b))) or None
+
+
+async def replay_scope(session: AsyncSession, caller: Caller, row: models.AuditEvent) -> Caller:
+    """The caller a replay runs as: the current key, limited to what both it and the key
+    that made the recorded call may see (a key's limits as they are now)."""
+    recorded = None
+    if row.key_id is not None:
+        recorded = await AuditRepository(session).key_limits(caller.org_id, row.key_id)
+    if recorded is None:
+        return caller
+    prefixes = narrow_prefixes(caller.namespace_prefixes, recorded[0])
+    if prefixes is None:
+        raise PermissionDenied(
+            "This key and the key that made the recorded call share no namespace"
+        )
+    projects = narrow_projects(caller.projects, recorded[1])
+    if projects is None:
+        raise PermissionDenied("This key and the key that made the recorded call share no project")
+    return dataclasses.replace(caller, namespace_prefixes=prefixes, projects=projects)
+
+
+# --- replay diff ------------------------------------------------------------------------
+
+
+def diff_packs(before: Sequence[RankedItem], after: Sequence[RankedItem]) -> PackDiff:
+    """Compare two packs by item id and rank.
+
+    Args:
+        before: the recorded pack's items, in the order they were returned (``rank`` 1 first).
+        after: the replayed pack's items, likewise.
+
+    Returns:
+        ``added`` (new pack only, at their new rank, in new-rank order), ``dropped`` (recorded
+        pack only, at their old rank, in old-rank order), ``rank_changes`` (in both at a
+        different rank, in new-rank order) and the count of items unchanged.
+    """
+    old = {item.id: item for item in before}
+    new = {item.id: item for item in after}
+    added = [item for item in after if item.id not in old]
+    dropped = [item for item in before if item.id not in new]
+    changes = [
+        RankChange(id=item.id, before=old[item.id].rank, after=item.rank)
+        for item in after
+        if item.id in old and old[item.id].rank != item.rank
+    ]
+    unchanged = sum(1 for item in after if item.id in old and old[item.id].rank == item.rank)
+    return PackDiff(
+        added=sorted(added, key=lambda i: i.rank),
+        dropped=sorted(dropped, key=lambda i: i.rank),
+        rank_changes=sorted(changes, key=lambda c: c.after),
+        unchanged=unchanged,
+    )
+
 
 # domain.context keeps this much of the goal in the audit row.
 RECORDED_GOAL_CHARS = context_service.AUDIT_GOAL_CHARS
