@@ -34,12 +34,12 @@ test-slow: $(STAMP)
 
 # Load: `ctxpack serve` (real model, embedded Postgres in LOAD_DIR, kept between runs so the
 # seeding happens once), LOAD_MEMORIES stored, then mixed remember/context traffic at the
-# highest clean rate for LOAD_SECONDS. Prints the rate and the p99 (scripts/load.py --help).
+# highest clean rate for LOAD_SECONDS. Prints the rate and the p99 (python -m bench.load --help).
 LOAD_DIR ?= /tmp/ctxpack-load
 LOAD_MEMORIES ?= 100000
 LOAD_SECONDS ?= 120
 load: $(STAMP)
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python scripts/load.py --data-dir $(LOAD_DIR) \
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.load --data-dir $(LOAD_DIR) \
 		--memories $(LOAD_MEMORIES) --duration $(LOAD_SECONDS) $(LOAD_ARGS)
 
 # The benchmark's own venv: the service plus the peers it is compared with (the `bench` extra),
@@ -60,10 +60,11 @@ $(BENCH_STAMP): pyproject.toml
 # The default benchmark (LoCoMo quality + speed at 10k and 100k, under 15 minutes); results in
 # bench-results/. More: make bench BENCH_ARGS="--sizes 10000,100000 --budget-minutes 0"
 bench: $(BENCH_STAMP)
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BENCH_BIN)/python scripts/bench.py $(BENCH_ARGS)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BENCH_BIN)/python -m bench $(BENCH_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check service tests scripts
+	$(BIN)/ruff check service tests scripts bench
+	$(BIN)/mypy service
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache

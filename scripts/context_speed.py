@@ -72,6 +72,9 @@ def seed(
     import psycopg
     from pgvector.psycopg import register_vector
 
+    sys.path.insert(0, str(ROOT))
+    from service.store.bulk import copy_memories
+
     turns = read_jsonl(DATA / "memories.jsonl")
     texts = [f"{t['speaker']}: {t['text']}" for t in turns]
     base = vectors(texts, cache)
@@ -82,14 +85,8 @@ def seed(
     with psycopg.connect(database_url) as conn:
         register_vector(conn)
         ids: list[list[uuid.UUID]] = []
-        with conn.cursor().copy(
-            "COPY memories (org_id, id, namespace, type, name, content, content_hash, embedding,"
-            " project, agent_id, created_at, updated_at) FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(
-                ["uuid", "uuid", "varchar", "varchar", "text", "text", "varchar", "vector",
-                 "varchar", "varchar", "timestamptz", "timestamptz"]
-            )  # fmt: skip
+
+        def rows() -> Any:
             for u in range(users):
                 mine: list[uuid.UUID] = []
                 for i in range(per_user):
@@ -109,15 +106,20 @@ def seed(
                     memory_id = uuid.uuid4()
                     mine.append(memory_id)
                     content = texts[j]
-                    copy.write_row(
-                        (
-                            org_id, memory_id, ns, pick.choice(TYPES), content[:80], content,
-                            hashlib.sha256(f"{content}|{u}|{i}".encode()).hexdigest(), vec,
-                            f"p{i % 5}" if rng.random() < 0.3 else None,
-                            "agent-x" if rng.random() < 0.05 else None, when, when,
-                        )
+                    yield (
+                        org_id, memory_id, ns, pick.choice(TYPES), content[:80], content,
+                        hashlib.sha256(f"{content}|{u}|{i}".encode()).hexdigest(), vec,
+                        f"p{i % 5}" if rng.random() < 0.3 else None,
+                        "agent-x" if rng.random() < 0.05 else None, when, when,
                     )  # fmt: skip
                 ids.append(mine)
+
+        copy_memories(
+            conn,
+            ("org_id", "id", "namespace", "type", "name", "content", "content_hash", "embedding",
+             "project", "agent_id", "created_at", "updated_at"),
+            rows(),
+        )  # fmt: skip
         edges: set[tuple[uuid.UUID, uuid.UUID, str]] = set()
         with conn.cursor().copy(
             "COPY relations (org_id, id, source_id, target_id, relationship) FROM STDIN"

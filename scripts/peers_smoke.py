@@ -26,9 +26,10 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
 
-import peers  # noqa: E402  (sets the offline/telemetry env vars before mem0 etc. load)
+from bench import peers  # noqa: E402  (sets the offline/telemetry env vars before mem0 etc. load)
+from bench.stats import percentile as pct  # noqa: E402
 
 DEFAULT_DATA = Path(os.environ.get("LOCOMO_DIR", "/work/shared/bench/locomo"))
 
@@ -76,14 +77,6 @@ def load_locomo(data_dir: Path, n_groups: int):
             if d["group"] in mems and d["gold_ids"]:
                 queries.append(d)
     return groups, dict(mems), queries
-
-
-def pct(values: list[float], p: float) -> float:
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    i = min(len(s) - 1, max(0, round(p / 100 * (len(s) - 1))))
-    return s[i]
 
 
 def run_peer(peer, groups, mems, queries, ks=(5, 10), n_add_one=30) -> dict:

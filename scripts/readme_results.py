@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate the README's Results section from a benchmark JSON (scripts/bench.py).
+"""Regenerate the README's Results section from a benchmark JSON (``python -m bench``).
 
     python scripts/readme_results.py [bench-results/bench-....json] [--readme README.md] [--print]
 
@@ -19,14 +19,14 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
 
 START = "<!-- results:start -->"
 END = "<!-- results:end -->"
 
 
 def section(res: dict[str, Any], json_path: Path) -> str:
-    from bench import markdown_tables
+    from bench.run import markdown_tables
 
     meta = res["meta"]
     m = meta["machine"]
@@ -95,7 +95,7 @@ def main() -> int:
     if path is None:
         found = sorted((ROOT / "bench-results").glob("*.json"), key=lambda p: p.stat().st_mtime)
         if not found:
-            print("no bench-results/*.json; run scripts/bench.py first", file=sys.stderr)
+            print("no bench-results/*.json; run `python -m bench` first", file=sys.stderr)
             return 1
         path = found[-1]
     text = section(json.loads(path.read_text()), path)

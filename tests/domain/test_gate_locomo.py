@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.gate_report import GateReport, evaluate, find_locomo_dir
+from bench.gate_report import GateReport, evaluate, find_locomo_dir
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def test_chit_chat_turns_are_rejected_as_fragments(report: GateReport, text: str
 
 
 def test_report_script_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    from scripts.gate_report import main
+    from bench.gate_report import main
 
     locomo_dir = find_locomo_dir()
     if locomo_dir is None:

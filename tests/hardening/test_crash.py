@@ -23,8 +23,8 @@ import httpx
 import psycopg
 import pytest
 
-from scripts import load as load_script
-from scripts import seed as seeding
+from bench import load as load_script
+from bench import seed as seeding
 from service.store.database import _with_database, start_embedded
 
 pytestmark = pytest.mark.slow

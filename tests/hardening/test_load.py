@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts import load as load_script
+from bench import load as load_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.model]
 

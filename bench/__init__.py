@@ -1,0 +1,14 @@
+"""ctxpack's benchmarks as a package (installed with the ``bench`` extra).
+
+- ``bench.run``: the default benchmark, LoCoMo quality and speed against LangGraph and mem0
+  (``ctxpack bench``, ``python -m bench``, ``make bench``);
+- ``bench.load``: mixed remember/context traffic at the highest clean rate (``make load``);
+- ``bench.seed``: realistic memories through the HTTP batch API;
+- ``bench.peers``: the peers the benchmark is compared with;
+- ``bench.audit_overhead``: what writing the audit row adds to a call;
+- ``bench.gate_report``: the write gate against LoCoMo's turns;
+- ``bench.stats``: the one percentile definition every report uses.
+
+Seeding that bypasses the API (COPY) goes through ``service.store.bulk``. The files in
+``scripts/`` are thin wrappers that run these modules.
+"""

@@ -1,0 +1,79 @@
+"""service/domain/ranking.py: the query, the intent priors and the plan of each layer."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.config import Settings
+from service.domain.facets import FACET_OF_TYPE, INTENT_FACETS, WAKE_FACETS
+from service.domain.ranking import (
+    DEEP_SEARCH_CANDIDATE_FACTOR,
+    MIN_CANDIDATES,
+    PRIOR_STEP,
+    PRIOR_TOP,
+    PlanInputs,
+    build_plan,
+    derive_query,
+    matched_phrases,
+    type_priors,
+    wake_types,
+)
+
+
+def _inputs(layer: str, *, limit: int = 10, include_related: bool = True) -> PlanInputs:
+    return PlanInputs(
+        mode="hybrid",
+        layer=layer,
+        intent="build",
+        query="rotate the refresh tokens",
+        query_vector=[0.0] * 384,
+        limit=limit,
+        domain=None,
+        include_related=include_related,
+        related_limit=3,
+    )
+
+
+def test_the_query_is_the_goal_plus_an_unnamed_domain() -> None:
+    assert derive_query("  fix   the\nlogin ", None) == "fix the login"
+    assert derive_query("fix the login", "auth") == "fix the login auth"
+    assert derive_query("fix the Auth login", "auth") == "fix the Auth login"
+
+
+def test_priors_follow_the_intent_order() -> None:
+    priors = type_priors("debug")
+    first = INTENT_FACETS["debug"][0]
+    top_types = [t for t, f in FACET_OF_TYPE.items() if f == first]
+    assert top_types and all(priors[t] == PRIOR_TOP for t in top_types)
+    second = [t for t, f in FACET_OF_TYPE.items() if f == INTENT_FACETS["debug"][1]]
+    assert all(priors[t] == pytest.approx(PRIOR_TOP - PRIOR_STEP) for t in second)
+    assert type_priors("general") == {}
+
+
+def test_wake_types_belong_to_wake_facets() -> None:
+    assert wake_types()
+    assert all(FACET_OF_TYPE[t] in WAKE_FACETS for t in wake_types())
+
+
+def test_wake_is_stable_recall_has_related_deep_has_more_candidates(settings: Settings) -> None:
+    wake = build_plan(_inputs("wake"), settings)
+    recall = build_plan(_inputs("recall"), settings)
+    deep = build_plan(_inputs("deep_search"), settings)
+    # wake: no recency (same store, same pack), no graph step, no related lists
+    assert wake.recency_weight == 0.0 and wake.graph_decay is None and wake.related_limit == 0
+    assert recall.recency_weight > 0 and recall.related_limit == 3 and recall.graph_decay is None
+    assert deep.graph_decay is not None
+    assert deep.candidates == recall.candidates * DEEP_SEARCH_CANDIDATE_FACTOR
+    assert recall.candidates >= MIN_CANDIDATES
+    assert recall.relevance_floor == settings.relevance_floor
+    no_related = build_plan(_inputs("deep_search", include_related=False), settings)
+    assert no_related.graph_decay is None and no_related.related_limit == 0
+
+
+def test_matched_phrases_join_adjacent_words() -> None:
+    assert matched_phrases("Add refresh-token rotation", ["refresh", "token"]) == ["refresh-token"]
+    assert matched_phrases("the policies of happy users", ["polici", "happi"]) == [
+        "policies",
+        "happy",
+    ]
+    assert matched_phrases("anything", []) == []
