@@ -1079,7 +1079,8 @@ def direct_seed(
     from pgvector.psycopg import register_vector
 
     from service.config import Settings
-    from service.domain.remember import content_hash, derive_name, document_text
+    from service.domain.remember import derive_name, document_text
+    from service.domain.write_pipeline import content_hash
     from service.embedding import build_embedder
     from service.store.bulk import copy_memories
 

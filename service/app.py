@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware import Middleware
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api import health, metrics, routers
@@ -138,7 +139,7 @@ def create_app(
     routers.install(app, settings)
     # MCP (streamable HTTP) at /mcp, same Bearer keys: mounted here, beside the API, so
     # that neither transport imports the other.
-    app.add_route(MCP_PATH, mcp_endpoint, include_in_schema=False)
+    app.router.routes.append(Route(MCP_PATH, mcp_endpoint, include_in_schema=False))
     # Appended, so innermost: inside RequestGuard, which bounds the body JsonGuard buffers.
     app.user_middleware.append(Middleware(JsonGuard))
     document_limits(app)

@@ -188,4 +188,4 @@ def _gate_fields() -> dict[str, Any]:
 
 
 # Settings = the core settings plus the write gate's thresholds (CTXPACK_GATE_<FIELD>).
-Settings = create_model("Settings", __base__=_CoreSettings, **_gate_fields())  # type: ignore[call-overload]
+Settings = create_model("Settings", __base__=_CoreSettings, **_gate_fields())

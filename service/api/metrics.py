@@ -62,7 +62,7 @@ def route_template(scope: Scope) -> str:
 def _request_id(scope: Scope) -> str:
     for name, value in scope.get("headers") or []:
         if name == b"x-request-id":
-            given = value.decode("latin-1")
+            given = str(value.decode("latin-1"))
             if _REQUEST_ID.fullmatch(given):
                 return given
             break

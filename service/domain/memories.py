@@ -78,7 +78,7 @@ async def get_memory(
     await audit_service.record(session, ctx, outcome="ok", status_code=200, memory_ids=[memory_id])
     return to_out(
         row,
-        [RelatedOut(id=i, type=t, name=n, relationship=r, direction=d) for i, t, n, r, d in related],  # type: ignore[arg-type]
+        [RelatedOut(id=i, type=t, name=n, relationship=r, direction=d) for i, t, n, r, d in related],
     )
 
 

@@ -28,9 +28,11 @@ from service.domain.auth import Caller
 from service.domain.facets import facet_of
 from service.domain.redaction import merge_counts
 from service.domain.write_gate import GateVerdict
-from service.domain.write_pipeline import (
-    WritePipeline,
-)
+from service.domain.write_pipeline import WritePipeline
+from service.domain.write_pipeline import check_metadata as check_metadata
+from service.domain.write_pipeline import content_hash as content_hash
+from service.domain.write_pipeline import gate_config as gate_config
+from service.domain.write_pipeline import normalize as normalize
 from service.embedding import AsyncEmbedder
 from service.errors import GateRejected, InvalidInput
 from service.schemas.memories import (
@@ -359,7 +361,7 @@ async def remember(
     _count([item], {status: 1})
     return RememberResponse(
         id=memory_id,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         namespace=req.namespace,
         type=req.type,
         facet=facet_of(req.type),
@@ -407,7 +409,7 @@ async def remember_batch(
         results.append(
             BatchItemResult(
                 index=item.index,
-                status=status,  # type: ignore[arg-type]
+                status=status,
                 id=memory_id,
                 redactions=item.redaction_list,
                 near_duplicates=dups,

@@ -41,8 +41,8 @@ class Bf16DocumentLane:
         import transformers
         from transformers import AutoModel
 
-        transformers.utils.logging.disable_progress_bar()
-        transformers.utils.logging.set_verbosity_error()
+        transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+        transformers.utils.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
         # One intra-op pool for the process, sized like onnxruntime's (embed_threads): a
         # batch here and a query on the ONNX session together use at most 2 x embed_threads.
         torch.set_num_threads(max(1, threads))

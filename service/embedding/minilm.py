@@ -46,8 +46,8 @@ class MiniLMEmbedder:
         import torch
         import transformers
 
-        transformers.utils.logging.disable_progress_bar()
-        transformers.utils.logging.set_verbosity_error()
+        transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+        transformers.utils.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
         from sentence_transformers import SentenceTransformer
 
         torch.set_num_threads(max(1, threads))

@@ -52,7 +52,7 @@ def export_onnx(path: Path) -> Path:
         import transformers
         from transformers import AutoModel
 
-        transformers.utils.logging.disable_progress_bar()
+        transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
         path.parent.mkdir(parents=True, exist_ok=True)
         model = AutoModel.from_pretrained(str(model_dir()), attn_implementation="eager").eval()
 
@@ -158,7 +158,7 @@ class OnnxMiniLMEmbedder:
             pooled = (hidden * weights).sum(1) / np.maximum(weights.sum(1), 1e-9)
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
             out[idx] = pooled
-        return out.tolist()  # type: ignore[no-any-return]
+        return out.tolist()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if self._bf16 is not None and len(texts) >= BF16_MIN_BATCH:

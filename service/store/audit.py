@@ -3,14 +3,16 @@ pruning by per-org retention."""
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from typing import cast as cast_type
 
 from sqlalchemy import (
     ColumnElement,
-    Select,
+    Table,
     Text,
     bindparam,
     case,
@@ -69,7 +71,7 @@ _relax = select(
         )
     ).label("relaxed")
 ).subquery("relax")
-_table = AuditEvent.__table__
+_table = cast_type(Table, AuditEvent.__table__)
 _RECORD_CALL = insert(_table).from_select(
     list(_CALL_COLUMNS),
     select(
@@ -184,7 +186,7 @@ class AuditRepository:
         ``after`` is a keyset position ``(created_at, id)``: only rows strictly beyond it in
         the listing order are returned, so concurrent inserts never shift a page.
         """
-        stmt: Select[tuple[AuditEvent]] = select(AuditEvent).where(*_conditions(f))
+        stmt = select(AuditEvent).where(*_conditions(f))
         key = tuple_(AuditEvent.created_at, AuditEvent.id)
         if after is not None:
             position = tuple_(literal(after[0]), literal(after[1]))
@@ -194,9 +196,11 @@ class AuditRepository:
         else:
             stmt = stmt.order_by(AuditEvent.created_at.desc(), AuditEvent.id.desc())
         stmt = stmt.offset(offset).limit(limit)
-        return list((await self.session.execute(stmt)).scalars())
+        return builtins.list((await self.session.execute(stmt)).scalars())
 
-    async def get_many(self, f: AuditFilter, ids: list[uuid.UUID]) -> list[AuditEvent]:
+    async def get_many(
+        self, f: AuditFilter, ids: builtins.list[uuid.UUID]
+    ) -> builtins.list[AuditEvent]:
         """The rows with these ids that ``f`` covers, oldest first."""
         if not ids:
             return []
@@ -205,11 +209,11 @@ class AuditRepository:
             .where(*_conditions(f), AuditEvent.id.in_(ids))
             .order_by(AuditEvent.created_at.asc(), AuditEvent.id.asc())
         )
-        return list((await self.session.execute(stmt)).scalars())
+        return builtins.list((await self.session.execute(stmt)).scalars())
 
     async def positions_since(
         self, f: AuditFilter, since: datetime
-    ) -> list[tuple[uuid.UUID, datetime]]:
+    ) -> builtins.list[tuple[uuid.UUID, datetime]]:
         """``(id, created_at)`` of the rows ``f`` covers created at or after ``since``."""
         stmt = (
             select(AuditEvent.id, AuditEvent.created_at)
@@ -220,10 +224,10 @@ class AuditRepository:
 
     async def db_now(self) -> datetime:
         """The database's clock (rows are stamped with it, not with this process's)."""
-        return (await self.session.execute(select(func.now()))).scalar_one()  # type: ignore[no-any-return]
+        return (await self.session.execute(select(func.now()))).scalar_one()
 
     async def erase_strings(
-        self, org_id: uuid.UUID, memory_id: uuid.UUID, values: list[str], replacement: str
+        self, org_id: uuid.UUID, memory_id: uuid.UUID, values: builtins.list[str], replacement: str
     ) -> int:
         """In the rows naming ``memory_id``, replace every JSON string (value or key) of
         ``request`` and ``details`` equal to one of ``values``; return the rows changed."""
@@ -255,7 +259,7 @@ class AuditRepository:
 
     async def key_limits(
         self, org_id: uuid.UUID, key_id: uuid.UUID
-    ) -> tuple[list[str], list[str]] | None:
+    ) -> tuple[builtins.list[str], builtins.list[str]] | None:
         """A key's (namespace prefixes, projects), revoked or not; None if it is gone."""
         stmt = select(ApiKey.namespace_prefixes, ApiKey.projects).where(
             ApiKey.org_id == org_id, ApiKey.id == key_id
@@ -263,8 +267,8 @@ class AuditRepository:
         row = (await self.session.execute(stmt)).first()
         return None if row is None else (list(row[0]), list(row[1]))
 
-    async def orgs(self) -> list[Org]:
-        return list((await self.session.execute(select(Org).order_by(Org.name))).scalars())
+    async def orgs(self) -> builtins.list[Org]:
+        return builtins.list((await self.session.execute(select(Org).order_by(Org.name))).scalars())
 
     async def try_prune_lock(self) -> bool:
         """Take the retention job's transaction-scoped advisory lock, if nobody holds it."""

@@ -47,7 +47,7 @@ def copy_memories(
     register_vector(conn)
     count = 0
     statement = f"COPY memories ({', '.join(columns)}) FROM STDIN WITH (FORMAT BINARY)"
-    with conn.cursor().copy(statement) as copy:  # type: ignore[arg-type]
+    with conn.cursor().copy(statement) as copy:
         copy.set_types([MEMORY_COLUMNS[c] for c in columns])
         for row in rows:
             copy.write_row(row)

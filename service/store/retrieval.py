@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from service.cache import TtlLru
 from service.store.vectors import vector_literal
@@ -406,7 +406,7 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
 
 def _autocommit(session: AsyncSession) -> bool:
     bind = session.bind
-    options = bind.get_execution_options() if bind is not None else {}
+    options = bind.get_execution_options() if isinstance(bind, AsyncEngine) else {}
     return bool(options.get("ctxpack_autocommit"))
 
 
