@@ -22,9 +22,6 @@ from service.domain.auth import Caller
 from service.embedding import AsyncEmbedder
 from service.resources import Resources
 
-AppState = Resources
-"""The resources the app's lifespan opened (kept as a name for older imports)."""
-
 
 def get_state(request: Request) -> Resources:
     resources: Resources = request.app.state.ctx
