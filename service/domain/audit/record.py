@@ -74,7 +74,7 @@ async def record(
 
     Call it after the call's last write. A call that wrote nothing (context, get, list, a
     refusal) commits its row asynchronously, so the row never waits for a WAL flush; a write
-    call's row commits with the write, synchronously. See ``scripts/audit_overhead.py``.
+    call's row commits with the write, synchronously. See ``bench/audit_overhead.py``.
     """
     if ctx.caller is None:
         return None
