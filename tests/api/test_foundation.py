@@ -54,7 +54,12 @@ async def test_revoked_key_is_refused(client: httpx.AsyncClient, key: Key, app: 
 
     assert (await client.get("/v1/whoami", headers=key.headers)).status_code == 200
     async with app.state.ctx.sessionmaker() as session:  # type: ignore[attr-defined]
-        await key_service.revoke_key(session, str(key.key_id))
+        # This process's own cache drops the key at commit; others hear the NOTIFY.
+        await key_service.revoke_key(
+            session,
+            str(key.key_id),
+            cache=app.state.ctx.callers,  # type: ignore[attr-defined]
+        )
         await session.commit()
     assert (await client.get("/v1/whoami", headers=key.headers)).status_code == 401
 
