@@ -106,15 +106,16 @@ class PackBuilder:
             related=[ContextRelated(**r, distance=1) for r in row.related],
         )
 
-    def wake_item(self, row: WakeRow, matched: RankedRow | None) -> ContextItem:
+    def wake_item(self, row: WakeRow, matched: RankedRow | None, pulled: bool) -> ContextItem:
         """A wake pack's item: its facet is its wake group; the reason says why it is in
-        the working set and, when the goal pulled it forward, what the goal matched."""
+        the working set and what the goal matched (``pulled``: and moved it forward)."""
         facet = wake.WAKE_GROUPS[row.group].facet
         reason = wake.wake_reason(facet, row.namespace)
         score = 0.0
-        if matched is not None and row.relevance is not None:
-            reason = f"{self.reason(matched, facet)}; pulled forward by the goal; {reason}"
-            score = round(row.relevance, 4)
+        if matched is not None:
+            moved = "; pulled forward by the goal" if pulled else ""
+            reason = f"{self.reason(matched, facet)}{moved}; {reason}"
+            score = round(matched.score, 4)
         return ContextItem(
             id=row.id,
             type=row.type,
@@ -397,7 +398,7 @@ async def _compile_wake(
     )
     builder = PackBuilder(req, query, embedder.count_tokens)
     picked = [
-        builder.wake_item(row, result.matches.get(row.id) if result.goal_used else None)
+        builder.wake_item(row, result.matches.get(row.id), result.goal_used)
         for row in result.selection.rows
     ]
     sections = builder.sections(picked)

@@ -194,8 +194,9 @@ async def select_wake(
         return WakeResult(selection, matches, goal_used=False)
     if selection.matched > GENERIC_MATCH_SHARE * selection.qualified:
         # The goal matches most of what qualifies: it tells nothing apart.
-        selection = await repo.select(scope, build_wake_plan(namespace, limit, {}))
-        return WakeResult(selection, matches, goal_used=False)
+        default = await repo.select(scope, build_wake_plan(namespace, limit, {}))
+        default.matched = selection.matched
+        return WakeResult(default, matches, goal_used=False)
     return WakeResult(selection, matches, goal_used=True)
 
 
