@@ -169,9 +169,7 @@ async def test_finished_superseded_and_foreign_memories_stay_out(
     seeder_for: Any,
 ) -> None:
     live = await seed.add("Open task: add the audit export.", type="task", name="open")
-    await seed.add(
-        "Done: the audit schema.", type="task", name="done", metadata={"status": "Done"}
-    )
+    await seed.add("Done: the audit schema.", type="task", name="done", metadata={"status": "Done"})
     new = await seed.add("Use zstd for exports.", type="decision", name="new")
     await seed.add("Use gzip for exports.", type="decision", name="old", superseded_by=new)
     await seed.add("Sibling task note.", type="gotcha", name="sibling", namespace="alice:s1:t2")
@@ -200,9 +198,7 @@ async def test_key_namespace_prefixes_bound_the_chain(
 async def test_specific_goal_reranks_within_quotas_and_never_empties(
     client: httpx.AsyncClient, key: Key, seed: Seeder
 ) -> None:
-    await seed.add(
-        "Sign tokens with RS256 keys from the vault.", type="decision", name="rs256"
-    )
+    await seed.add("Sign tokens with RS256 keys from the vault.", type="decision", name="rs256")
     for n in range(8):
         await seed.add(f"Decision {n} on the dashboard colours.", type="decision", name=f"d{n}")
     for n in range(3):
@@ -272,9 +268,7 @@ async def test_recent_is_by_stored_timestamps(
 # --- limit, empty cases, plurals, trimming ------------------------------------------------------
 
 
-async def test_limit_default_and_bounds(
-    client: httpx.AsyncClient, key: Key, seed: Seeder
-) -> None:
+async def test_limit_default_and_bounds(client: httpx.AsyncClient, key: Key, seed: Seeder) -> None:
     for n in range(60):
         await seed.add(f"Gotcha {n} of the importer.", type="gotcha")
     assert (await wake(client, key))["total_items"] == 8
