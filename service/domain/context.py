@@ -188,9 +188,11 @@ class PackBuilder:
         if self.req.goal is None:
             pass
         elif result.goal_used:
-            hint += (
-                f" The goal matched {count_noun(result.selection.matched, 'item')} of the "
-                "working set; they come first in their sections."
+            matched = result.selection.matched
+            hint += f" The goal matched {count_noun(matched, 'item')} of the working set; " + (
+                "it comes first in its section."
+                if matched == 1
+                else "they come first in their sections."
             )
         elif result.selection.matched:
             hint += (

@@ -27,12 +27,17 @@ round, and a group with nothing left passes its turn. With the default limit of 
 group stocked, each group gets one slot and active_work a second; with fewer groups stocked,
 the others get more. Within a group: the goal's matches first (by relevance), then type
 priority (tasks before plans, procedures before patterns, the others equal), then recency
-(``created_at``, newest first), then the namespace's closeness to the call (task before
-session before user), then id. Every key is stored data: the same store and the same call
+(the UTC day of ``created_at``, newest first), then the namespace's closeness to the call
+(task before session before user), then the exact ``created_at``, then id. Recency counts
+in days so that closeness decides among the same day's memories: the session's decision of
+this morning before the user-level one written a minute ago. Every key is stored data: the same store and the same call
 give the same pack, byte for byte, goal or no goal; the time of the call plays no part.
 
-The goal: matched exactly as every pack matches (the same hybrid relevance and the same
-relevance gate, store/retrieval.py), among the wake groups' memories. A match is pulled
+The goal: matched as every pack matches (the same hybrid relevance and the same relevance
+gate, store/retrieval.py), among the wake groups' memories, with one more condition: the
+match must be semantic (cosine at or above the relevance floor, when vectors are used). A
+word shared by accident ("start of session" and a pytest gotcha about session fixtures,
+cosine 0.20) passes the gate's lexical route but does not reorder a working set. A match is pulled
 forward within its group; it never leaves its group or changes the quotas, so a goal never
 empties a pack nor shrinks a section. Whether a goal is generic is decided by what it
 matches: a goal that matches nothing leaves the default order, and one that matches more
@@ -209,7 +214,8 @@ async def _goal_matches(
     retrieval: Mode,
 ) -> dict[uuid.UUID, RankedRow]:
     """The wake material the goal matches: the relevance-gated candidates of the same
-    ranking every pack uses (no intent prior, no recency), scored by relevance alone."""
+    ranking every pack uses (no intent prior, no recency), scored by relevance alone, that
+    are also semantically close (cosine at or above the relevance floor)."""
     repo = RetrievalRepository(session)
     typed = replace(scope, types=wake_types())
     vector = await embedder.embed_query(query) if retrieval != "lexical" else None
@@ -229,7 +235,8 @@ async def _goal_matches(
         settings,
     )
     ranked = await repo.rank(typed, plan, scope_rows)
-    return {row.id: row for row in ranked.rows}
+    floor = settings.relevance_floor
+    return {row.id: row for row in ranked.rows if row.cosine is None or row.cosine >= floor}
 
 
 def level_of(namespace: str) -> str:

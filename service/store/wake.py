@@ -8,8 +8,8 @@ The rules and numbers live in ``domain/wake.py``; this module applies them::
               (two arrays indexed by type); no group: not wake material. Superseded memories
               and closed tasks (``metadata.status``) drop out here
     ranked    row_number() within each group: the goal's relevance first (only for memories
-              the goal matched), then type priority, created_at (newest first), namespace
-              depth (task before session before user), id
+              the goal matched), then type priority, the UTC day of created_at (newest
+              first), namespace depth (task before session before user), created_at, id
     picked    ORDER BY rank, group LIMIT n: round robin over the groups in priority order,
               so each group gets its share and a group with nothing left passes its turn
 
@@ -116,7 +116,8 @@ def build_wake_sql(scope: Scope) -> str:
                row_number() OVER (
                    PARTITION BY q.grp
                    ORDER BY q.rel DESC NULLS LAST, (CAST(:type_rank AS int[]))[q.ti],
-                            q.created_at DESC, q.depth DESC, q.id) AS rn
+                            date_trunc('day', q.created_at AT TIME ZONE 'UTC') DESC,
+                            q.depth DESC, q.created_at DESC, q.id) AS rn
         FROM qualified q),
     picked AS (
         SELECT * FROM ranked ORDER BY rn, grp LIMIT :lim)
