@@ -1,0 +1,1 @@
+"""Benchmarks: importable, run with ``python -m bench.<name>``."""
