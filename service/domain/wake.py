@@ -15,7 +15,8 @@ Groups, in priority order (``WAKE_GROUPS``; each is a section of the pack):
     gotchas        the gotchas of this scope
     procedures     procedures, then patterns
     preferences    the user's lasting preferences: memories stored at the user level itself
-                   (``alice``) as claims, domain notes, episodes or sessions
+                   (``alice``): claims and domain notes (lasting statements) before
+                   episodes and sessions (events)
     recent_memory  the most recent work: episodes, sessions, verifications and artifacts
                    below the user level (the session and the task)
 
@@ -26,7 +27,8 @@ Quotas: the slots go round robin over the groups in priority order, one per grou
 round, and a group with nothing left passes its turn. With the default limit of 8 and every
 group stocked, each group gets one slot and active_work a second; with fewer groups stocked,
 the others get more. Within a group: the goal's matches first (by relevance), then type
-priority (tasks before plans, procedures before patterns, the others equal), then recency
+priority (tasks before plans, procedures before patterns, claims and domain notes before
+episodes among preferences, the others equal), then recency
 (the UTC day of ``created_at``, newest first), then the namespace's closeness to the call
 (task before session before user), then the exact ``created_at``, then id. Recency counts
 in days so that closeness decides among the same day's memories: the session's decision of
@@ -79,7 +81,7 @@ WAKE_GROUPS: tuple[WakeGroup, ...] = (
     WakeGroup("procedures", (("procedure", 0), ("pattern", 1)), "any", "a procedure"),
     WakeGroup(
         "preferences",
-        (("claim", 0), ("domain", 0), ("episode", 0), ("session", 0)),
+        (("claim", 0), ("domain", 0), ("episode", 1), ("session", 1)),
         "user",
         "a lasting user-level preference",
     ),
