@@ -134,21 +134,24 @@ def build_wake_plan(namespace: str, limit: int, matches: dict[uuid.UUID, float])
     types = wake_types()
     at_user: list[int | None] = [None] * len(types)
     below: list[int | None] = [None] * len(types)
-    rank = [0] * len(types)
+    rank_at_user = [0] * len(types)
+    rank_below = [0] * len(types)
     for index, group in enumerate(WAKE_GROUPS):
         for memory_type, type_rank in group.types:
             i = types.index(memory_type)
             if group.level in ("any", "user"):
                 at_user[i] = index
+                rank_at_user[i] = type_rank
             if group.level in ("any", "below"):
                 below[i] = index
-            rank[i] = type_rank
+                rank_below[i] = type_rank
     ordered = sorted(matches.items(), key=lambda kv: (-kv[1], str(kv[0])))
     return WakePlan(
         types=types,
         group_at_user=at_user,
         group_below_user=below,
-        type_rank=rank,
+        type_rank_at_user=rank_at_user,
+        type_rank_below_user=rank_below,
         open_only_types=list(OPEN_ONLY_TYPES),
         closed_statuses=list(CLOSED_STATUSES),
         user_namespace=namespace.split(":", 1)[0],

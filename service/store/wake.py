@@ -37,7 +37,9 @@ class WakePlan:
     # Group index (0 = highest priority) per entry of ``types``; None: not wake material.
     group_at_user: list[int | None]
     group_below_user: list[int | None]
-    type_rank: list[int]
+    # Rank per entry of ``types`` within its group (lower first), at and below the user level.
+    type_rank_at_user: list[int]
+    type_rank_below_user: list[int]
     # Types dropped when ``metadata.status`` is one of ``closed_statuses`` (finished tasks).
     open_only_types: list[str]
     closed_statuses: list[str]
@@ -97,10 +99,13 @@ def build_wake_sql(scope: Scope) -> str:
         FROM pool p
         WHERE true {live}),
     grouped AS (
-        SELECT t.id, t.created_at, t.depth, t.ti,
+        SELECT t.id, t.created_at, t.depth,
                CASE WHEN t.namespace = :user_ns
                     THEN (CAST(:group_at_user AS int[]))[t.ti]
-                    ELSE (CAST(:group_below_user AS int[]))[t.ti] END AS grp
+                    ELSE (CAST(:group_below_user AS int[]))[t.ti] END AS grp,
+               CASE WHEN t.namespace = :user_ns
+                    THEN (CAST(:rank_at_user AS int[]))[t.ti]
+                    ELSE (CAST(:rank_below_user AS int[]))[t.ti] END AS type_rank
         FROM typed t
         WHERE t.ti IS NOT NULL
           AND NOT (t.type = ANY(CAST(:open_only AS text[]))
@@ -115,7 +120,7 @@ def build_wake_sql(scope: Scope) -> str:
         SELECT q.id, q.grp, q.depth, q.rel,
                row_number() OVER (
                    PARTITION BY q.grp
-                   ORDER BY q.rel DESC NULLS LAST, (CAST(:type_rank AS int[]))[q.ti],
+                   ORDER BY q.rel DESC NULLS LAST, q.type_rank,
                             date_trunc('day', q.created_at AT TIME ZONE 'UTC') DESC,
                             q.depth DESC, q.created_at DESC, q.id) AS rn
         FROM qualified q),
@@ -143,7 +148,8 @@ class WakeRepository:
             "types": plan.types,
             "group_at_user": plan.group_at_user,
             "group_below_user": plan.group_below_user,
-            "type_rank": plan.type_rank,
+            "rank_at_user": plan.type_rank_at_user,
+            "rank_below_user": plan.type_rank_below_user,
             "open_only": plan.open_only_types,
             "closed": plan.closed_statuses,
             "user_ns": plan.user_namespace,

@@ -313,3 +313,18 @@ async def test_trimmed_items_are_counted_in_the_hint(
     shown = [n for n in names(full) if f"Gotcha number {n[1:]}:" in trimmed["markdown"]]
     assert shown == names(full)[: len(shown)]  # the last picked go first
     assert 0 < len(shown) < 8
+
+
+async def test_lasting_preferences_before_user_level_events(
+    client: httpx.AsyncClient, key: Key, seed: Seeder
+) -> None:
+    await seed.add("Wants SQL before Python.", type="claim", name="claim", created_at=BASE_TIME)
+    await seed.add(
+        "Talked about the travel budget.",
+        type="episode",
+        name="chat",
+        created_at=BASE_TIME + timedelta(days=5),
+    )
+    await seed.add("Ran the loader.", type="episode", name="run", namespace="alice:s1")
+    result = await wake(client, key, namespace="alice:s1", limit=2)
+    assert facets(result) == {"preferences": ["claim"], "recent_memory": ["run"]}
