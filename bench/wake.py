@@ -16,6 +16,8 @@ What it does:
    ("resume work") and with its specific goal, and scores the returned ids against the
    items a person would put in that pack: precision = labelled returned / returned,
    recall = labelled returned / labelled (micro-averaged over the calls; macro beside it).
+   "specific-goal items present": the share of each call's ``specific_about`` items (what
+   its specific goal is about) that the pack holds, which shows what the goal changes.
    A baseline row asks the ``recall`` layer with the generic goal: what a relevance-gated
    pack gives a session start.
 4. With ``--scale N``: adds N memories over N/100 users straight into the table (COPY;
@@ -209,7 +211,7 @@ def quality(
     }
     rows: dict[str, Any] = {}
     for name, make in variants.items():
-        hit = shown = wanted = empty = 0
+        hit = shown = wanted = empty = about_hit = about_all = 0
         precisions: list[float] = []
         recalls: list[float] = []
         for call in fixture["calls"]:
@@ -222,6 +224,9 @@ def quality(
             shown += len(got)
             wanted += len(expected)
             empty += not got
+            about = set(call.get("specific_about", ()))
+            about_hit += len(about & set(got))
+            about_all += len(about)
             precisions.append(len(good) / len(got) if got else 0.0)
             recalls.append(len(good) / len(expected))
             if verbose:
@@ -238,6 +243,7 @@ def quality(
             "macro_precision": sum(precisions) / len(precisions),
             "macro_recall": sum(recalls) / len(recalls),
             "empty_packs": empty,
+            "goal_recall": about_hit / about_all if about_all else 0.0,
         }
     return rows
 
@@ -362,14 +368,16 @@ def latency(client: httpx.Client, users: int, requests: int) -> dict[str, Any]:
 def print_report(result: dict[str, Any]) -> None:
     print("\n## Wake quality (bench/fixtures/wake_fixture.json, real model)\n")
     print(
-        "| pack | returned | labelled returned / labelled | precision | recall | macro P / R | empty |"
+        "| pack | returned | labelled returned / labelled | precision | recall | macro P / R "
+        "| specific-goal items present | empty |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for name, row in result["quality"].items():
         print(
             f"| {name} | {row['returned']} | {row['labelled_returned']} / {row['labelled']} | "
             f"{row['precision']:.1%} | {row['recall']:.1%} | "
-            f"{row['macro_precision']:.1%} / {row['macro_recall']:.1%} | {row['empty_packs']} |"
+            f"{row['macro_precision']:.1%} / {row['macro_recall']:.1%} | "
+            f"{row['goal_recall']:.1%} | {row['empty_packs']} |"
         )
     if "latency" in result:
         scale = result["scale"]
