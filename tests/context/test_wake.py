@@ -328,3 +328,21 @@ async def test_lasting_preferences_before_user_level_events(
     await seed.add("Ran the loader.", type="episode", name="run", namespace="alice:s1")
     result = await wake(client, key, namespace="alice:s1", limit=2)
     assert facets(result) == {"preferences": ["claim"], "recent_memory": ["run"]}
+
+
+async def test_the_audit_row_records_the_wake_selection(
+    client: httpx.AsyncClient, key: Key, seed: Seeder
+) -> None:
+    await issue_store(seed)
+    result = await wake(client, key, namespace="acme:auth:t1")
+    rows = (
+        await client.get(
+            "/v1/audit", params={"action": "context", "full": "true"}, headers=key.headers
+        )
+    ).json()["items"]
+    row = next(r for r in rows if r["id"] == result["audit_id"])
+    assert row["request"]["goal"] is None
+    assert row["request"]["layer"] == "wake"
+    assert row["details"]["wake"]["qualified"] == 11
+    assert row["details"]["scope_rows"] == 12
+    assert row["details"]["total_items"] == 8
