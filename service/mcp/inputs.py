@@ -102,7 +102,7 @@ class ContextInput(TextLimits, ContextRequest):
 
     The ``context`` tool always takes a goal (its schema says so); ``wake`` does not."""
 
-    goal: str = Field(  # type: ignore[assignment]
+    goal: str = Field(
         max_length=4000, description="What the agent is trying to accomplish, in words."
     )
 
