@@ -20,7 +20,8 @@ What it does:
    its specific goal is about) that the pack holds, which shows what the goal changes.
    A baseline row asks the ``recall`` layer with the generic goal: what a relevance-gated
    pack gives a session start.
-4. With ``--scale N``: adds N memories over N/100 users straight into the table (COPY;
+4. With ``--scale N``: adds N memories (``--reuse`` keeps the last run's database and
+   seeds only what is missing) over N/100 users straight into the table (COPY;
    LoCoMo turns embedded once by the service's embedder, plus a little noise, as
    scripts/context_speed.py seeds), then times wake packs over HTTP, one at a time, at
    random users' task namespaces: no goal, a generic goal, a specific goal (a LoCoMo
@@ -57,6 +58,9 @@ BACKGROUND_TYPES = (
     "decision", "plan", "task", "idea", "claim", "constraint", "rule", "procedure",
     "pattern", "gotcha", "verification", "domain", "session", "episode",
 )  # fmt: skip
+# "Now" of the fixture: ages are counted back from it, so every run dates the memories alike
+# (wake packs order by the stored day; a run-time "now" would move day boundaries).
+FIXTURE_NOW = datetime(2026, 11, 20, 18, 0, tzinfo=UTC)
 GENERIC_GOALS = ("resume work", "start of session", "continue where we left off")
 
 
@@ -76,8 +80,9 @@ def log(message: str) -> None:
 # --- the database and the server -------------------------------------------------------------
 
 
-def fresh_database(work_dir: Path, database_url: str | None, name: str) -> str:
-    """A URL to an empty database ``name`` (dropped first if it exists)."""
+def fresh_database(work_dir: Path, database_url: str | None, name: str, keep: bool) -> str:
+    """A URL to database ``name``: dropped and created empty, or with ``keep`` the existing
+    one (created if missing)."""
     import psycopg
 
     from service.store.database import libpq_url, start_embedded
@@ -87,15 +92,21 @@ def fresh_database(work_dir: Path, database_url: str | None, name: str) -> str:
     else:
         admin = start_embedded(work_dir / "data").get_uri()
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if exists and not keep:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+        if not exists or not keep:
+            conn.execute(f'CREATE DATABASE "{name}"')
     parts = urlsplit(admin)
     return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
 
 
 @contextlib.contextmanager
-def server(database_url: str, work_dir: Path, port: int) -> Iterator[tuple[str, str]]:
-    """``ctxpack serve`` on ``database_url``; yields (base URL, bootstrap admin key)."""
+def server(
+    database_url: str, work_dir: Path, port: int, key: str | None
+) -> Iterator[tuple[str, str]]:
+    """``ctxpack serve`` on ``database_url``; yields (base URL, ``key`` or, on an empty
+    database, the bootstrap admin key)."""
     env = dict(os.environ)
     env.update(
         CTXPACK_DATABASE_URL=database_url,
@@ -117,7 +128,7 @@ def server(database_url: str, work_dir: Path, port: int) -> Iterator[tuple[str, 
         text=True,
         cwd=ROOT,
     )
-    keys: list[str] = []
+    keys: list[str] = [key] if key else []
 
     def read() -> None:
         assert proc.stdout is not None
@@ -149,6 +160,34 @@ def server(database_url: str, work_dir: Path, port: int) -> Iterator[tuple[str, 
         errors.close()
 
 
+def existing_store(database_url: str, fixture: dict[str, Any]) -> tuple[str, dict[str, str], int]:
+    """For ``--reuse``: a new admin key in the org that holds the store, the fixture's ids
+    (matched by content) and how many background memories there are."""
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        org_id, org = conn.execute(
+            "SELECT o.org_id, o.name FROM orgs o JOIN memories m USING (org_id) LIMIT 1"
+        ).fetchone() or (None, None)
+        if org is None:
+            raise SystemExit("--reuse: the database holds no memories; run without it first")
+        rows = conn.execute(
+            "SELECT id, content FROM memories WHERE org_id = %s AND namespace NOT LIKE 'bg%%'",
+            (org_id,),
+        ).fetchall()
+        (background,) = conn.execute(
+            "SELECT count(*) FROM memories WHERE org_id = %s AND namespace LIKE 'bg%%'", (org_id,)
+        ).fetchone() or (0,)
+    by_content = {m["content"]: m["key"] for m in fixture["memories"]}
+    keys = {str(i): by_content[c] for i, c in rows if c in by_content}
+    created = subprocess.run(
+        [sys.executable, "-m", "service", "keys", "create", "--org", org, "--name", "bench-wake",
+         "--scope", "read", "--scope", "write", "--scope", "admin", "--database-url", database_url],
+        capture_output=True, text=True, cwd=ROOT, check=True,
+    )  # fmt: skip
+    return created.stdout.strip().splitlines()[-1], keys, int(background)
+
+
 # --- quality ---------------------------------------------------------------------------------
 
 
@@ -174,15 +213,23 @@ def seed_fixture(
         if response.status_code != 201:
             raise RuntimeError(f"{memory['key']}: {response.status_code} {response.text}")
         by_key[memory["key"]] = response.json()["id"]
-    now = datetime.now(UTC).replace(microsecond=0)
+    keys = {memory_id: key for key, memory_id in by_key.items()}
+    date_fixture(database_url, fixture, keys)
+    return keys
+
+
+def date_fixture(database_url: str, fixture: dict[str, Any], keys: dict[str, str]) -> None:
+    """Set each fixture memory's created_at (and updated_at) to FIXTURE_NOW - days_ago."""
+    import psycopg
+
+    age = {m["key"]: m["days_ago"] for m in fixture["memories"]}
     with psycopg.connect(database_url) as conn:
-        for memory in memories:
-            when = now - timedelta(days=memory["days_ago"])
+        for memory_id, key in keys.items():
+            when = FIXTURE_NOW - timedelta(days=age[key])
             conn.execute(
                 "UPDATE memories SET created_at = %s, updated_at = %s WHERE id = %s",
-                (when, when, by_key[memory["key"]]),
+                (when, when, memory_id),
             )
-    return {memory_id: key for key, memory_id in by_key.items()}
 
 
 def ask(client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
@@ -339,25 +386,28 @@ def latency(client: httpx.Client, users: int, requests: int) -> dict[str, Any]:
         "wake, specific goal": lambda: {"layer": "wake", "goal": pick.choice(questions)},
         "recall (for comparison)": lambda: {"layer": "recall", "goal": pick.choice(questions)},
     }
-    out: dict[str, Any] = {}
-    for name, make in kinds.items():
-        timings: list[float] = []
-        items: list[int] = []
-        for n in range(requests + 10):
-            u = pick.randrange(users)
-            body = {"namespace": f"bg{u}:s{pick.randrange(3)}:t{pick.randrange(2)}", **make()}
+    timings: dict[str, list[float]] = {name: [] for name in kinds}
+    items: dict[str, list[int]] = {name: [] for name in kinds}
+    # Interleaved, one of each kind in turn, so a change of machine load hits all alike.
+    for n in range(requests + 10):
+        u = pick.randrange(users)
+        namespace = f"bg{u}:s{pick.randrange(3)}:t{pick.randrange(2)}"
+        for name, make in kinds.items():
+            body = {"namespace": namespace, **make()}
             t0 = time.perf_counter()
             pack = ask(client, body)
             elapsed = (time.perf_counter() - t0) * 1000
-            if n >= 10:  # the first few warm the connection and the plans
-                timings.append(elapsed)
-                items.append(pack["total_items"])
+            if n >= 10:  # the first rounds warm the connection and the plans
+                timings[name].append(elapsed)
+                items[name].append(pack["total_items"])
+    out: dict[str, Any] = {}
+    for name in kinds:
         out[name] = {
-            "requests": len(timings),
-            "p50_ms": round(percentile(timings, 50), 1),
-            "p90_ms": round(percentile(timings, 90), 1),
-            "p99_ms": round(percentile(timings, 99), 1),
-            "mean_items": round(sum(items) / len(items), 1),
+            "requests": len(timings[name]),
+            "p50_ms": round(percentile(timings[name], 50), 1),
+            "p90_ms": round(percentile(timings[name], 90), 1),
+            "p99_ms": round(percentile(timings[name], 99), 1),
+            "mean_items": round(sum(items[name]) / len(items[name]), 1),
         }
     return out
 
@@ -408,22 +458,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--texts", type=int, default=3000, help="LoCoMo turns to embed")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("-v", "--verbose", action="store_true", help="per-call misses")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the database of the last run (its fixture and background memories)",
+    )
     args = parser.parse_args(argv)
 
     args.work_dir.mkdir(parents=True, exist_ok=True)
     fixture = json.loads(args.fixture.read_text())
-    url = fresh_database(args.work_dir, args.database_url, args.database_name)
+    url = fresh_database(args.work_dir, args.database_url, args.database_name, args.reuse)
     result: dict[str, Any] = {"fixture": str(args.fixture), "at": datetime.now(UTC).isoformat()}
-    with server(url, args.work_dir, args.port) as (base, key):
+    key: str | None = None
+    keys: dict[str, str] = {}
+    background = 0
+    if args.reuse:
+        key, keys, background = existing_store(url, fixture)
+        date_fixture(url, fixture, keys)
+    with server(url, args.work_dir, args.port, key) as (base, key):
         headers = {"Authorization": f"Bearer {key}"}
         with httpx.Client(base_url=base, headers=headers, timeout=120) as client:
-            log(f"writing {len(fixture['memories'])} fixture memories through remember")
-            keys = seed_fixture(client, url, fixture)
+            if not keys:
+                log(f"writing {len(fixture['memories'])} fixture memories through remember")
+                keys = seed_fixture(client, url, fixture)
             result["quality"] = quality(client, fixture, keys, args.verbose)
             if args.scale:
                 org_id = uuid.UUID(client.get("/v1/whoami").json()["org_id"])
-                log(f"seeding {args.scale:,} background memories (COPY)")
-                seconds = seed_background(url, org_id, args.scale, args.work_dir, args.texts)
+                seconds = 0.0
+                if background < args.scale:
+                    log(f"seeding {args.scale - background:,} background memories (COPY)")
+                    seconds = seed_background(
+                        url, org_id, args.scale - background, args.work_dir, args.texts
+                    )
                 users = max(1, args.scale // 100)
                 result["scale"] = {"memories": args.scale, "users": users, "seed_seconds": seconds}
                 log(f"timing {args.requests} packs per kind")
