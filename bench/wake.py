@@ -195,7 +195,6 @@ def seed_fixture(
     client: httpx.Client, database_url: str, fixture: dict[str, Any]
 ) -> dict[str, str]:
     """Write the fixture through remember, oldest first; returns memory id -> fixture key."""
-    import psycopg
 
     by_key: dict[str, str] = {}
     memories = sorted(fixture["memories"], key=lambda m: (-m["days_ago"], m["key"]))
