@@ -7,6 +7,7 @@
 - ``bench.peers``: the peers the benchmark is compared with;
 - ``bench.audit_overhead``: what writing the audit row adds to a call;
 - ``bench.gate_report``: the write gate against LoCoMo's turns;
+- ``bench.wake``: wake-pack quality (precision/recall on a labelled fixture) and latency;
 - ``bench.stats``: the one percentile definition every report uses.
 
 Seeding that bypasses the API (COPY) goes through ``service.store.bulk``. The files in

@@ -42,7 +42,8 @@ async def context(
     left out and counted in `gated_out`: when nothing is relevant the pack is empty and
     `usage_hint` says so. Each item says why it was chosen (`reason`) and lists its
     related memories. `markdown` renders the pack for a prompt within
-    `markdown_token_budget`; `wake` packs are byte-stable for the same store. Every call
+    `markdown_token_budget`. `layer: wake` is the session-start working set: `goal` is
+    optional, nothing is gated out, and the same store gives the same bytes. Every call
     is audited (`audit_id`)."""
     return await context_service.compile_context(
         session, embedder, state.settings, caller, ctx, body

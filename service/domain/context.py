@@ -7,10 +7,10 @@ orders the facet sections for the intent, renders the markdown within its token 
 writes the audit row.
 
 Layers:
-    wake         <= 8 items of the wake facets (recent memory, active work, decisions,
-                 gotchas, procedures); no recency term, no graph step; sections in the
-                 fixed WAKE_FACETS order, items newest first then by id: the same store
-                 gives the same bytes.
+    wake         the session-start working set (8 items by default, 1-50): never
+                 relevance-gated, built from per-facet quotas over the namespace chain, the
+                 goal optional and only re-ranking within the quotas; sections in the fixed
+                 WAKE_FACETS order; byte-stable. The rules: domain/wake.py.
     recall       the working set (24 by default), each item with its one-hop neighbours.
     deep_search  up to 50, twice the candidates, and the graph step: neighbours of the
                  ranked items join the pack on their parent's credit.
@@ -25,11 +25,18 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service import metrics
 from service.config import Settings
 from service.domain import audit as audit_service
-from service.domain import ranking
+from service.domain import ranking, wake
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.facets import FACET_TITLES, FACETS, INTENT_FACETS, WAKE_FACETS, facet_of
-from service.domain.pack_markdown import RenderedPack, fit_empty, render_empty, render_pack
+from service.domain.pack_markdown import (
+    RenderedPack,
+    count_noun,
+    fit_empty,
+    render_empty,
+    render_empty_wake,
+    render_pack,
+)
 from service.domain.write_pipeline import REDACTOR as _REDACTOR
 from service.embedding import AsyncEmbedder
 from service.schemas.context import (
@@ -41,6 +48,7 @@ from service.schemas.context import (
     ContextSection,
 )
 from service.store.retrieval import RankedPack, RankedRow, RetrievalRepository, Scope
+from service.store.wake import WakeRow
 
 # How much of the goal the audit row keeps (after redaction).
 AUDIT_GOAL_CHARS = 500
@@ -97,24 +105,50 @@ class PackBuilder:
             related=[ContextRelated(**r, distance=1) for r in row.related],
         )
 
+    def wake_item(self, row: WakeRow, matched: RankedRow | None, pulled: bool) -> ContextItem:
+        """A wake pack's item: its facet is its wake group; the reason says why it is in
+        the working set and what the goal matched (``pulled``: and moved it forward)."""
+        facet = wake.WAKE_GROUPS[row.group].facet
+        reason = wake.wake_reason(facet, row.namespace)
+        score = 0.0
+        if matched is not None:
+            moved = "; pulled forward by the goal" if pulled else ""
+            reason = f"{self.reason(matched, facet)}{moved}; {reason}"
+            score = round(matched.score, 4)
+        return ContextItem(
+            id=row.id,
+            type=row.type,
+            name=row.name,
+            content=row.content,
+            score=score,
+            facet=facet,
+            reason=reason,
+            source=row.source,
+            namespace=row.namespace,
+            quality=ContextQuality(
+                origin=row.origin,
+                source=row.source,
+                url=row.url,
+                created_at=row.created_at,
+                updated_at=row.updated_at,
+                valid_at=row.valid_at,
+                project_id=row.project,
+            ),
+            metadata=row.metadata,
+            related=[],
+        )
+
     def sections(self, items: list[ContextItem]) -> list[ContextSection]:
         """Facet sections in display order.
 
-        wake: WAKE_FACETS order, items newest first then by id (byte-stable).
-        Otherwise: the intent's facets first, in the intent's order; the others by their
-        best score; items by score, then id."""
+        wake: WAKE_FACETS order, items in the order the wake statement picked them
+        (byte-stable). Otherwise: the intent's facets first, in the intent's order; the
+        others by their best score; items by score, then id."""
         by_facet: dict[str, list[ContextItem]] = {}
         for item in items:
             by_facet.setdefault(item.facet, []).append(item)
         if self.req.layer == "wake":
             order = [f for f in WAKE_FACETS if f in by_facet]
-            for facet in order:
-                by_facet[facet].sort(
-                    key=lambda i: (
-                        -(i.quality.created_at.timestamp() if i.quality.created_at else 0),
-                        str(i.id),
-                    )
-                )
         else:
             for facet_items in by_facet.values():
                 facet_items.sort(key=lambda i: (-i.score, str(i.id)))
@@ -128,13 +162,75 @@ class PackBuilder:
             ContextSection(facet=f, title=FACET_TITLES.get(f, f), items=by_facet[f]) for f in order
         ]
 
+    def wake_hint(self, total: int, result: wake.WakeResult, rendered: RenderedPack) -> str:
+        """What an agent should do with a wake pack, and which case an empty one is."""
+        in_scope = result.selection.in_scope
+        if total == 0:
+            if not in_scope:
+                return (
+                    "Empty because nothing is stored yet: this namespace and its ancestors "
+                    "hold no memory within your key's reach. Start without memory context, "
+                    "and remember what you learn."
+                )
+            return (
+                f"Empty although the scope is not: {count_noun(in_scope, 'memory', 'memories')}"
+                " in this namespace and its ancestors, none of them wake material (superseded, "
+                "finished tasks, or kinds a wake pack leaves out such as ideas). Call "
+                "`context` with a goal to search them."
+            )
+        hint = (
+            f"Inject `markdown` ({rendered.tokens} tokens) at the start of the session: "
+            f"{count_noun(total, 'item')} of the working set of {self.req.namespace} (in-flight "
+            "work, binding rules, standing decisions, gotchas, procedures, user preferences, "
+            "recent work), filled facet by facet."
+        )
+        if self.req.goal is None:
+            pass
+        elif result.goal_used:
+            matched = result.selection.matched
+            hint += f" The goal matched {count_noun(matched, 'item')} of the working set; " + (
+                "it comes first in its section."
+                if matched == 1
+                else "they come first in their sections."
+            )
+        elif result.selection.matched:
+            hint += (
+                " The goal matched most of the scope, so it was taken as generic: this is the "
+                "default working set."
+            )
+        else:
+            hint += " The goal matched nothing specific: this is the default working set."
+        hint += self._trim_note(rendered)
+        hint += " Use item ids to supersede or forget memories."
+        return hint + (
+            " A wake pack is byte-stable for the same store: keep it in a cached prompt prefix."
+        )
+
+    @staticmethod
+    def _trim_note(rendered: RenderedPack) -> str:
+        note = ""
+        if rendered.omitted:
+            note += (
+                f" {count_noun(rendered.omitted, 'lower-ranked item')} did not fit the "
+                "markdown budget: trimmed from `markdown`, "
+                f"{'it is' if rendered.omitted == 1 else 'they are'} still in `sections`."
+            )
+        if rendered.cut:
+            note += " The one item shown had its content cut to fit the markdown budget."
+        return note
+
     def usage_hint(
         self, total: int, gated_out: int, rendered: RenderedPack, has_artifacts: bool
     ) -> str:
         if total == 0:
             if gated_out:
+                every = (
+                    "the only candidate in scope fell"
+                    if gated_out == 1
+                    else f"all {gated_out} candidates in scope fell"
+                )
                 return (
-                    f"Nothing relevant: all {gated_out} candidates in scope fell below the "
+                    f"Nothing relevant: {every} below the "
                     "relevance floor, so the pack is empty rather than padded with noise. "
                     "Proceed without memory context, and remember what you learn."
                 )
@@ -152,15 +248,7 @@ class PackBuilder:
                 " Artifacts are references: fetch only the fields you need with "
                 "GET /v1/artifacts/{artifact_id}?fields=a,b."
             )
-        if rendered.omitted:
-            hint += (
-                f" {rendered.omitted} lower-ranked item(s) did not fit the markdown budget "
-                "and are only in `sections`."
-            )
-        if self.req.layer == "wake":
-            hint += (
-                " A wake pack is byte-stable for the same store: keep it in a cached prompt prefix."
-            )
+        hint += self._trim_note(rendered)
         return hint
 
 
@@ -181,7 +269,7 @@ def _scope(
 def _request_summary(req: ContextRequest, limit: int) -> dict[str, Any]:
     """What the audit row keeps of the request: the inputs, the goal redacted and cut."""
     return {
-        "goal": _REDACTOR.redact(req.goal).text[:AUDIT_GOAL_CHARS],
+        "goal": None if req.goal is None else _REDACTOR.redact(req.goal).text[:AUDIT_GOAL_CHARS],
         "intent": req.intent,
         "layer": req.layer,
         "limit": limit,
@@ -223,15 +311,15 @@ async def compile_context(
     caller.require("read")
     ctx.namespace = req.namespace
     limit = req.limit or ranking.DEFAULT_LIMITS[req.layer]
-    if req.layer == "wake":
-        limit = min(limit, ranking.WAKE_MAX_ITEMS)
     ctx.request = _request_summary(req, limit)
     visible = caller.visible_namespaces(req.namespace)
     caller.check_project(req.project)
+    if req.layer == "wake":
+        return await _compile_wake(session, embedder, settings, caller, ctx, req, limit, visible)
 
+    assert req.goal is not None  # the schema requires it outside wake
     query = ranking.derive_query(req.goal, req.domain)
-    types = ranking.wake_types() if req.layer == "wake" else None
-    scope = _scope(caller, req, visible, types)
+    scope = _scope(caller, req, visible, None)
     repo = RetrievalRepository(session)
     # One after the other: overlapping the model with the scope probe gained nothing
     # measurable on two cores (the model's two threads take both).
@@ -272,8 +360,102 @@ async def compile_context(
             embedder.count_tokens,
         )
     ordered = [item for section in sections for item in section.items]
+    return await _finish(
+        session,
+        ctx,
+        req,
+        query,
+        sections,
+        rendered,
+        gated_out=ranked.gated_out,
+        details={"candidates": ranked.candidates, "scope_rows": ranked.scope_rows},
+        usage_hint=builder.usage_hint(
+            len(ordered), ranked.gated_out, rendered, any(i.facet == "artifacts" for i in ordered)
+        ),
+    )
+
+
+async def _compile_wake(
+    session: AsyncSession,
+    embedder: AsyncEmbedder,
+    settings: Settings,
+    caller: Caller,
+    ctx: AuditContext,
+    req: ContextRequest,
+    limit: int,
+    visible: list[str],
+) -> ContextResponse:
+    """The wake layer of ``compile_context`` (rules: domain/wake.py)."""
+    query = ranking.derive_query(req.goal, req.domain) if req.goal else ""
+    result = await wake.select_wake(
+        session,
+        embedder,
+        settings,
+        _scope(caller, req, visible, None),
+        namespace=req.namespace,
+        goal_query=query or None,
+        retrieval=req.retrieval,
+        limit=limit,
+    )
+    builder = PackBuilder(req, query, embedder.count_tokens)
+    picked = [
+        builder.wake_item(row, result.matches.get(row.id), result.goal_used)
+        for row in result.selection.rows
+    ]
+    sections = builder.sections(picked)
+    if picked:
+        rendered = render_pack(
+            req.goal,
+            req.intent,
+            req.layer,
+            sections,
+            req.markdown_token_budget,
+            embedder.count_tokens,
+            ranked=[item.id for item in picked],
+        )
+    else:
+        rendered = fit_empty(
+            render_empty_wake(req.goal, req.intent, result.selection.in_scope),
+            req.markdown_token_budget,
+            embedder.count_tokens,
+        )
+    return await _finish(
+        session,
+        ctx,
+        req,
+        query,
+        sections,
+        rendered,
+        gated_out=0,
+        details={
+            "candidates": len(result.matches),
+            "scope_rows": result.selection.in_scope,
+            "wake": {
+                "qualified": result.selection.qualified,
+                "goal_matches": result.selection.matched,
+                "goal_used": result.goal_used,
+            },
+        },
+        usage_hint=builder.wake_hint(len(picked), result, rendered),
+    )
+
+
+async def _finish(
+    session: AsyncSession,
+    ctx: AuditContext,
+    req: ContextRequest,
+    query: str,
+    sections: list[ContextSection],
+    rendered: RenderedPack,
+    *,
+    gated_out: int,
+    details: dict[str, Any],
+    usage_hint: str,
+) -> ContextResponse:
+    """Metrics, the audit row and the response of a compiled pack."""
+    ordered = [item for section in sections for item in section.items]
     metrics.observe_pack(len(ordered), rendered.tokens)
-    metrics.count_gated_out(ranked.gated_out)
+    metrics.count_gated_out(gated_out)
     audit_id = await audit_service.record(
         session,
         ctx,
@@ -283,9 +465,8 @@ async def compile_context(
         details={
             "items": [{"id": str(i.id), "score": i.score, "facet": i.facet} for i in ordered],
             "total_items": len(ordered),
-            "gated_out": ranked.gated_out,
-            "candidates": ranked.candidates,
-            "scope_rows": ranked.scope_rows,
+            "gated_out": gated_out,
+            **details,
             "markdown_tokens": rendered.tokens,
             "markdown_omitted": rendered.omitted,
             "query_chars": len(query),
@@ -302,10 +483,8 @@ async def compile_context(
         retrieval=req.retrieval,
         sections=sections,
         total_items=len(ordered),
-        gated_out=ranked.gated_out,
-        usage_hint=builder.usage_hint(
-            len(ordered), ranked.gated_out, rendered, any(i.facet == "artifacts" for i in ordered)
-        ),
+        gated_out=gated_out,
+        usage_hint=usage_hint,
         markdown=rendered.markdown,
         markdown_tokens=rendered.tokens,
         audit_id=audit_id if audit_id is not None else ctx.audit_id,

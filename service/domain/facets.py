@@ -23,6 +23,7 @@ FACETS: tuple[str, ...] = (
     "gotchas",
     "ideation",
     "planning",
+    "preferences",
     "procedures",
     "recent_memory",
     "verification",
@@ -55,6 +56,7 @@ FACET_TITLES: dict[str, str] = {
     "gotchas": "Gotchas",
     "ideation": "Ideas",
     "planning": "Planning",
+    "preferences": "User preferences",
     "procedures": "Procedures",
     "recent_memory": "Recent memory",
     "verification": "Verification",
@@ -77,7 +79,18 @@ INTENT_FACETS: dict[str, tuple[str, ...]] = {
 
 LAYERS: tuple[str, ...] = ("recall", "wake", "deep_search")
 DEFAULT_LAYER = "recall"
-WAKE_FACETS: tuple[str, ...] = ("recent_memory", "active_work", "decisions", "gotchas", "procedures")
+# The sections of a wake pack, in the order they fill and show (domain/wake.py): what is in
+# flight, the rules that bind, the decisions that stand, gotchas, procedures, the user's
+# lasting preferences, the most recent work. "preferences" exists only in wake packs.
+WAKE_FACETS: tuple[str, ...] = (
+    "active_work",
+    "constraints",
+    "decisions",
+    "gotchas",
+    "procedures",
+    "preferences",
+    "recent_memory",
+)
 
 
 def facet_of(memory_type: str) -> str:

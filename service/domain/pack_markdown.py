@@ -5,13 +5,17 @@ changes between two calls over the same store (no scores, no timestamps, no audi
 wake pack renders to the same bytes every time, and prompt caches survive.
 
 Budget: tokens are counted with the embedder's tokenizer. Items are left out lowest score
-first until the text fits; when even the best item alone does not fit, its content is cut.
+first (a wake pack: last picked first, so a trimmed wake pack holds what a smaller limit
+would) until the text fits; when even the best item alone does not fit, its content is cut.
 The result never exceeds the budget (the final text is counted, not estimated).
+
+A wake pack without a goal is headed "Wake pack: where things stand".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from service.domain.facets import FACET_TITLES
@@ -29,6 +33,17 @@ class RenderedPack:
     markdown: str
     tokens: int
     omitted: int
+    # Items shown with their content cut to fit (0 or 1).
+    cut: int = 0
+
+
+def count_noun(n: int, singular: str, plural: str | None = None) -> str:
+    """``1 item``, ``2 items``, ``0 items``."""
+    return f"{n} {singular if n == 1 else (plural or singular + 's')}"
+
+
+def _title(goal: str | None) -> str:
+    return f"Context for: {_one_line(goal)}" if goal else "Wake pack: where things stand"
 
 
 def _one_line(text: str) -> str:
@@ -60,10 +75,10 @@ def item_line(item: ContextItem, content: str | None = None) -> str:
     return line
 
 
-def _header(goal: str, intent: str, layer: str, shown: int, total: int) -> str:
+def _header(goal: str | None, intent: str, layer: str, shown: int, total: int) -> str:
     noun = "item" if total == 1 else "items"
     count = f"{total} {noun}" if shown == total else f"{shown} of {total} {noun}"
-    return f"# Context for: {_one_line(goal)}\nintent: {intent} · layer: {layer} · {count}\n"
+    return f"# {_title(goal)}\nintent: {intent} · layer: {layer} · {count}\n"
 
 
 def _note(omitted: int) -> str:
@@ -74,7 +89,7 @@ def _note(omitted: int) -> str:
 
 
 def _assemble(
-    goal: str,
+    goal: str | None,
     intent: str,
     layer: str,
     sections: list[ContextSection],
@@ -100,6 +115,17 @@ def _assemble(
     if shown < total:
         text += _note(total - shown)
     return text
+
+
+def render_empty_wake(goal: str | None, intent: str, in_scope: int) -> str:
+    """An empty wake pack: the scope holds nothing, or nothing that belongs in a wake pack."""
+    why = (
+        "Nothing is stored in this namespace or its ancestors yet."
+        if not in_scope
+        else f"{count_noun(in_scope, 'memory', 'memories')} in scope, none of them wake "
+        "material (superseded, finished, or kinds a wake pack leaves out)."
+    )
+    return f"# {_title(goal)}\nintent: {intent} · layer: wake · 0 items\n\n{why}\n"
 
 
 def render_empty(goal: str, intent: str, layer: str, gated_out: int) -> str:
@@ -142,29 +168,35 @@ def _cut_content(content: str, max_tokens: int, count: TokenCounter) -> str:
 
 
 def render_pack(
-    goal: str,
+    goal: str | None,
     intent: str,
     layer: str,
     sections: list[ContextSection],
     budget: int,
     count: TokenCounter,
+    ranked: Sequence[uuid.UUID] | None = None,
 ) -> RenderedPack:
-    """Render ``sections`` within ``budget`` tokens, leaving out the lowest-scored items
+    """Render ``sections`` within ``budget`` tokens, leaving out the lowest-ranked items
     first.
 
     Args:
-        goal, intent, layer: shown in the header.
+        goal, intent, layer: shown in the header (no goal: the wake pack's title).
         sections: in display order; their items carry the scores that decide what goes.
         budget: the most tokens the markdown may take.
         count: the tokenizer's count (``embedder.count_tokens``).
+        ranked: item ids best first, when the order is not the scores' (wake packs).
 
     Returns:
-        The markdown, its token count and how many items it leaves out.
+        The markdown, its token count, how many items it leaves out and how many it cuts.
     """
     flat = [item for section in sections for item in section.items]
     total = len(flat)
-    # Lowest score goes first; ties: the later in display order goes first.
-    by_rank = sorted(range(total), key=lambda i: (-flat[i].score, i))
+    if ranked is not None:
+        position = {item_id: n for n, item_id in enumerate(ranked)}
+        by_rank = sorted(range(total), key=lambda i: (position.get(flat[i].id, total), i))
+    else:
+        # Lowest score goes first; ties: the later in display order goes first.
+        by_rank = sorted(range(total), key=lambda i: (-flat[i].score, i))
     keep = set(range(total))
     cut: dict[int, str] = {}
     whole = _assemble(goal, intent, layer, sections, keep, total, cut)
@@ -208,7 +240,12 @@ def render_pack(
     if tokens > budget:
         text = _fit_header(text.split("\n", 1)[0], budget, count)
         tokens = count(text) if text else 0
-    return RenderedPack(markdown=text, tokens=tokens, omitted=total - len(keep))
+    return RenderedPack(
+        markdown=text,
+        tokens=tokens,
+        omitted=total - len(keep),
+        cut=sum(1 for i in keep if cut.get(i)),
+    )
 
 
 def fit_empty(text: str, budget: int, count: TokenCounter) -> RenderedPack:

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from service.config import Settings
-from service.domain.facets import FACET_OF_TYPE, INTENT_FACETS, MEMORY_TYPES, WAKE_FACETS
+from service.domain.facets import FACET_OF_TYPE, INTENT_FACETS
 from service.store.retrieval import Mode, RankingPlan
 
 # Hybrid fusion: weight of cosine against the lexical share (tuned on LoCoMo, 0.25-0.35
@@ -47,7 +47,6 @@ RECENCY_DAYS = 30.0
 GRAPH_DECAY = 0.8
 
 DEFAULT_LIMITS = {"wake": 8, "recall": 24, "deep_search": 50}
-WAKE_MAX_ITEMS = 8
 # Candidates fetched per retriever: limit x candidate_multiplier, deep_search twice that.
 DEEP_SEARCH_CANDIDATE_FACTOR = 2
 MIN_CANDIDATES = 40
@@ -77,11 +76,6 @@ def type_priors(intent: str) -> dict[str, float]:
     return weights
 
 
-def wake_types() -> list[str]:
-    """Memory types whose facet belongs in a wake pack."""
-    return [t for t in MEMORY_TYPES if FACET_OF_TYPE.get(t) in WAKE_FACETS]
-
-
 @dataclass(frozen=True)
 class PlanInputs:
     mode: Mode
@@ -98,8 +92,8 @@ class PlanInputs:
 def build_plan(inputs: PlanInputs, settings: Settings) -> RankingPlan:
     """The ranking plan of one call.
 
-    wake: no recency (so the same store always gives the same pack), no graph step, no
-    related lists. deep_search: twice the candidates and the graph step (when
+    wake (the goal's matches, domain/wake.py): no recency (so the same store always gives
+    the same pack), no graph step, no related lists. deep_search: twice the candidates and the graph step (when
     include_related). recall: related lists only."""
     wake = inputs.layer == "wake"
     deep = inputs.layer == "deep_search"

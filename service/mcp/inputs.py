@@ -98,7 +98,13 @@ class ForgetInput(BaseModel):
 
 
 class ContextInput(TextLimits, ContextRequest):
-    """``ContextRequest`` (the body of POST /v1/context) plus limits on the returned text."""
+    """``ContextRequest`` (the body of POST /v1/context) plus limits on the returned text.
+
+    The ``context`` tool always takes a goal (its schema says so); ``wake`` does not."""
+
+    goal: str = Field(
+        max_length=4000, description="What the agent is trying to accomplish, in words."
+    )
 
     def request(self) -> ContextRequest:
         """The HTTP body this call stands for."""
@@ -108,8 +114,14 @@ class ContextInput(TextLimits, ContextRequest):
 
 
 class WakeInput(ContextInput):
-    """``context`` at the wake layer."""
+    """``context`` at the wake layer: the goal is optional."""
 
+    goal: str | None = Field(  # type: ignore[assignment]
+        None,
+        max_length=4000,
+        description="Optional: what the session is about (the user's first request). It "
+        "pulls related items forward; without it you get the default working set.",
+    )
     layer: Literal["wake"] = Field("wake", description="Always `wake`.")
 
     def request(self) -> ContextRequest:

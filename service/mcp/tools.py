@@ -19,6 +19,7 @@ import mcp_types as types
 from pydantic import BaseModel
 
 from service.domain.audit import AuditAction
+from service.domain.pack_markdown import count_noun
 from service.mcp.backends import Backend, RequestContext
 from service.mcp.inputs import (
     ContextInput,
@@ -198,11 +199,14 @@ storing your conclusion with `remember`, your client may collapse it to its one-
 """
 
 WAKE_DESCRIPTION = """\
-Call once at the start of a session (or after a break) to recall where things stand: a \
-compact pack of at most 8 memories from recent work, active tasks, key decisions, gotchas and \
-procedures in the `namespace`. Give as `goal` what the session is about (the user's first \
-request, in a sentence): memories unrelated to it are left out. The pack is the same for the \
-same store and goal, so it is cheap to repeat. Mid-task, call `context` instead.
+Call once at the start of a session (or after a break) to recall where things stand: the \
+working set of your `namespace` and its ancestors, never empty while anything qualifies. It \
+holds what is in flight (open tasks and plans), the rules that bind, the decisions that \
+stand, gotchas, procedures, the user's lasting preferences and the most recent work, filled \
+facet by facet up to `limit` items (default 8, at most 50). `goal` is optional: give what the \
+session is about (the user's first request) and related memories come first in their \
+sections; nothing is left out for being unrelated. The same store and call give the same \
+bytes, so it is cheap to repeat. Mid-task, call `context` instead.
 
 Returns the pack as markdown, then the id of each item. `max_bytes`, `head` and `tail` cut \
 the returned text, saying so in a closing `[truncated: ...]` line. Like `context`, the result \
@@ -213,11 +217,16 @@ results are consumed by `remember`.
 
 def _summary(pack: ContextResponse) -> str:
     ids = [str(item.id) for section in pack.sections for item in section.items]
-    goal = " ".join(pack.goal.split())
-    goal = goal if len(goal) <= 80 else goal[:79] + "…"
-    text = f"{pack.total_items} items for goal '{goal}' ({pack.layer} pack at {pack.namespace})"
+    items = count_noun(pack.total_items, "item")
+    if pack.goal is None:
+        text = f"{items}, no goal ({pack.layer} pack at {pack.namespace})"
+    else:
+        goal = " ".join(pack.goal.split())
+        goal = goal if len(goal) <= 80 else goal[:79] + "…"
+        text = f"{items} for goal '{goal}' ({pack.layer} pack at {pack.namespace})"
     if not ids:
-        return text + ": nothing relevant stored"
+        empty = "nothing in scope qualifies" if pack.layer == "wake" else "nothing relevant stored"
+        return f"{text}: {empty}"
     more = f", +{len(ids) - SUMMARY_IDS} more" if len(ids) > SUMMARY_IDS else ""
     return f"{text}, ids {', '.join(ids[:SUMMARY_IDS])}{more}"
 

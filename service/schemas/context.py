@@ -6,7 +6,8 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from service.domain.namespaces import parse_namespace
 from service.errors import InvalidInput
@@ -37,8 +38,11 @@ class ContextRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    goal: str = Field(
-        max_length=4000, description="What the agent is trying to accomplish, in words."
+    goal: str | None = Field(
+        None,
+        max_length=4000,
+        description="What the agent is trying to accomplish, in words. Required, except for "
+        "`layer: wake`, where it only re-ranks the session-start working set.",
     )
     namespace: str = Field(
         max_length=200,
@@ -50,7 +54,9 @@ class ContextRequest(BaseModel):
     )
     layer: Layer = Field(
         "recall",
-        description="`wake`: compact, byte-stable session-start pack (<= 8 items, no graph step). "
+        description="`wake`: the session-start working set (8 items by default): in-flight "
+        "tasks, binding rules, standing decisions, gotchas, procedures, user preferences and "
+        "recent work, never gated into emptiness; byte-stable; the goal is optional. "
         "`recall`: the working set. `deep_search`: broad, more candidates, related memories "
         "pulled in through the graph.",
     )
@@ -69,7 +75,7 @@ class ContextRequest(BaseModel):
     limit: int | None = Field(
         None,
         description="Most items in the pack, clamped to 1-50. Default: 24 (wake: 8, "
-        "deep_search: 50). A wake pack never holds more than 8.",
+        "deep_search: 50).",
     )
     include_related: bool = Field(
         True, description="List each item's one-hop neighbours from the relation graph."
@@ -91,10 +97,33 @@ class ContextRequest(BaseModel):
 
     @field_validator("goal")
     @classmethod
-    def _goal(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("goal must not be empty")
-        return _storable(value).strip()
+    def _goal(cls, value: str | None) -> str | None:
+        return None if value is None else _storable(value).strip()
+
+    @model_validator(mode="after")
+    def _goal_unless_wake(self) -> ContextRequest:
+        """A goal is required, and must not be blank, except at the wake layer, where a
+        missing or blank goal means "no goal"."""
+        if self.goal:
+            return self
+        if self.layer == "wake":
+            self.goal = None
+            return self
+        message = (
+            "goal is required unless layer is `wake`"
+            if self.goal is None
+            else "goal must not be empty"
+        )
+        raise ValidationError.from_exception_data(
+            type(self).__name__,
+            [
+                InitErrorDetails(
+                    type=PydanticCustomError("goal_required", message),
+                    loc=("goal",),
+                    input=self.goal,
+                )
+            ],
+        )
 
     @field_validator("domain")
     @classmethod
@@ -148,7 +177,10 @@ class ContextItem(BaseModel):
     type: str
     name: str
     content: str = Field(description="The memory; for an artifact, its summary (never the body).")
-    score: float = Field(description="Rank score: relevance x intent prior x recency.")
+    score: float = Field(
+        description="Rank score: relevance x intent prior x recency (wake: the goal's "
+        "relevance when the goal matched the item, else 0)."
+    )
     facet: str
     reason: str = Field(description="Why it was chosen, in words.")
     source: str | None
@@ -165,7 +197,7 @@ class ContextSection(BaseModel):
 
 
 class ContextResponse(BaseModel):
-    goal: str
+    goal: str | None = Field(description="The goal as given; null for a wake pack without one.")
     intent: str
     query: str = Field(description="The retrieval query derived from the goal (and domain).")
     domain: str | None
@@ -174,7 +206,8 @@ class ContextResponse(BaseModel):
     namespace: str
     retrieval: str
     sections: list[ContextSection] = Field(
-        description="Facet sections, the intent's facets first (wake: fixed facet order)."
+        description="Facet sections, the intent's facets first (wake: the fixed wake order: "
+        "active_work, constraints, decisions, gotchas, procedures, preferences, recent_memory)."
     )
     total_items: int
     gated_out: int = Field(

@@ -294,27 +294,27 @@ async def test_intent_prior_lifts_its_types_in_the_ranking(
 # --- layers -----------------------------------------------------------------------------
 
 
-async def test_wake_is_small_fixed_order_and_byte_stable(
+async def test_wake_honours_limit_fixed_order_and_byte_stable(
     client: httpx.AsyncClient, key: Key, seed: Seeder
 ) -> None:
     for n in range(6):
         await seed.add(f"{DEPLOY}, decision {n}", type="decision")
         await seed.add(f"{DEPLOY}, gotcha {n}", type="gotcha")
     await seed.add(f"{DEPLOY}, a plan", type="plan")
-    await seed.add(f"{DEPLOY}, an idea", type="idea")
+    idea = await seed.add(f"{DEPLOY}, an idea", type="idea")
     body = {"goal": GOAL, "layer": "wake", "limit": 20}
     first = await pack(client, key, **body)
     second = await pack(client, key, **body)
-    assert first["total_items"] == 8
+    assert first["total_items"] == 13  # every decision, gotcha and the plan; never the idea
+    assert str(idea) not in str(first)
     assert first["markdown"] == second["markdown"]
     assert first["sections"] == second["sections"]
     facets = [s["facet"] for s in first["sections"]]
     assert set(facets) <= set(WAKE_FACETS)
     assert facets == [f for f in WAKE_FACETS if f in facets]
     for section in first["sections"]:
-        stamps = [i["quality"]["created_at"] for i in section["items"]]
-        assert stamps == sorted(stamps, reverse=True)
         assert all(i["related"] == [] for i in section["items"])
+    assert (await pack(client, key, goal=GOAL, layer="wake"))["total_items"] == 8
 
 
 async def test_wake_ignores_recency_in_scores(
@@ -434,7 +434,8 @@ async def test_deep_search_pulls_in_neighbours_with_a_reason(
     assert pulled["reason"] == f"related to {anchor} via depends_on"
     assert pulled["score"] < next(i for i in items_of(deep) if i["id"] == str(anchor))["score"]
     wake = await pack(client, key, goal=GOAL, layer="wake")
-    assert str(dep) not in str(wake)
+    assert all(i["reason"].find("related to") < 0 for i in items_of(wake))  # no graph step
+    assert all(i["related"] == [] for i in items_of(wake))
 
 
 async def test_superseded_excluded_unless_asked(

@@ -4,6 +4,7 @@ floor keeps the obviously relevant memory and gates out the unrelated ones."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -89,3 +90,58 @@ async def test_real_model_finds_the_relevant_and_gates_the_rest(
     assert unrelated.json()["total_items"] == 0
     assert unrelated.json()["gated_out"] >= 1
     assert "Nothing relevant" in unrelated.json()["usage_hint"]
+
+
+ISSUE_14 = [
+    ("acme:auth:t1", "task", "Migrate token signing from HS256 to RS256; the mobile API is next."),
+    ("acme:auth", "decision", "We sign access tokens with RS256 so services verify them offline."),
+    ("acme:auth", "decision", "Refresh tokens are rotated on every use and the old one revoked."),
+    ("acme:auth", "constraint", "Never log raw access or refresh tokens, not even truncated."),
+    ("acme:auth", "gotcha", "Token validation fails with clock skew above 30 seconds on staging."),
+    ("acme:auth", "gotcha", "The mobile client caches the JWKS for a day after a key rotation."),
+    ("acme:auth", "verification", "The RS256 signing tests pass on the gateway and billing."),
+    ("acme", "gotcha", "pytest session-scoped fixtures leak database state between modules."),
+    ("acme", "episode", "The user prefers short answers, code first, no preamble."),
+]
+
+
+async def test_wake_with_the_real_model_wakes_the_agent(
+    model_client: httpx.AsyncClient, make_key: KeyFactory
+) -> None:
+    """Issue 14 with MiniLM: generic goals give the working set, a shared word ("session")
+    pulls nothing forward, a specific goal pulls its matches to the front."""
+    key = await make_key()
+    for namespace, memory_type, content in ISSUE_14:
+        response = await model_client.post(
+            "/v1/remember",
+            json={"namespace": namespace, "type": memory_type, "content": content},
+            headers=key.headers,
+        )
+        assert response.status_code == 201, response.text
+
+    async def wake(**body: str) -> dict[str, Any]:
+        response = await model_client.post(
+            "/v1/context", json={"layer": "wake", **body}, headers=key.headers
+        )
+        assert response.status_code == 200, response.text
+        result: dict[str, Any] = response.json()
+        return result
+
+    resume = await wake(namespace="acme:auth:t1", goal="resume work")
+    types = [i["type"] for s in resume["sections"] for i in s["items"]]
+    assert resume["total_items"] == 8
+    assert types[0] == "task"
+    assert {"decision", "constraint", "gotcha", "episode"} <= set(types)
+
+    start = await wake(namespace="acme:auth", goal="start of session")
+    items = [i for s in start["sections"] for i in s["items"]]
+    assert start["total_items"] == 8
+    assert not any("pulled forward" in i["reason"] for i in items)
+    gotchas = next(s for s in start["sections"] if s["facet"] == "gotchas")["items"]
+    # The session's gotchas before the user-level pytest one: no goal pull, closeness decides.
+    assert [g["namespace"] for g in gotchas] == ["acme:auth", "acme:auth", "acme"]
+
+    specific = await wake(namespace="acme:auth:t1", goal="resume the RS256 migration")
+    decisions = next(s for s in specific["sections"] if s["facet"] == "decisions")["items"]
+    assert "RS256" in decisions[0]["content"]
+    assert "pulled forward by the goal" in decisions[0]["reason"]

@@ -94,8 +94,9 @@ async def test_wake_is_a_small_stable_pack_and_registers_hints(connect: Connect,
     wake = {"goal": "continue the refresh token migration", "namespace": "alice"}
     async with connect(key) as mcp:
         first = await mcp.call_tool("wake", wake)
-        again = await mcp.call_tool("wake", {**wake, "limit": 50})
+        again = await mcp.call_tool("wake", wake)
         goalless = await mcp.call_tool("wake", {"namespace": "alice"})
+        no_goal_context = await mcp.call_tool("context", {"namespace": "alice"})
     assert not first.is_error, first
     body = structured(first)
     assert body["layer"] == "wake"
@@ -104,7 +105,12 @@ async def test_wake_is_a_small_stable_pack_and_registers_hints(connect: Connect,
     assert first.meta is not None
     assert first.meta["context"]["lifecycle"] == "transient"
     assert "(wake pack at alice)" in first.meta["context"]["summary"]
-    assert structured(goalless)["error"]["field"] == "goal"
+    assert not goalless.is_error, goalless
+    assert structured(goalless)["goal"] is None
+    assert structured(goalless)["total_items"] == body["total_items"]
+    assert goalless.content[0].text.startswith("# Wake pack: where things stand")
+    assert "no goal (wake pack at alice)" in goalless.meta["context"]["summary"]
+    assert structured(no_goal_context)["error"]["field"] == "goal"
     assert first.meta["contextHints"] == [
         {"tool": "context", "lifecycle": "transient", "consumedBy": "remember"},
         {"tool": "wake", "lifecycle": "transient", "consumedBy": "remember"},

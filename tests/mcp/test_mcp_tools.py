@@ -44,6 +44,7 @@ async def test_lists_the_tools_with_schemas_from_the_http_models(
     )
     assert tools["context"].input_schema["required"] == ["goal", "namespace"]
     assert tools["wake"].input_schema["properties"]["layer"]["const"] == "wake"
+    assert tools["wake"].input_schema["required"] == ["namespace"]  # the goal is optional
     assert tools["list_memories"].input_schema["properties"]["limit"]["maximum"] == 200
     assert tools["forget"].annotations is not None
     assert tools["forget"].annotations.destructive_hint

@@ -160,7 +160,7 @@ def recorded_request(row: models.AuditEvent) -> tuple[ContextRequest, list[str]]
             "audit_id", "The recorded inputs are no longer a valid context request"
         ) from exc
     warnings = []
-    if REDACTED_MARK in req.goal:
+    if REDACTED_MARK in (req.goal or ""):
         warnings.append("The goal was recorded with secrets redacted; it is replayed as recorded.")
     if len(str(row.request.get("goal", ""))) >= RECORDED_GOAL_CHARS:
         warnings.append(
