@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from service.config import Settings
-from service.domain.facets import FACET_OF_TYPE, INTENT_FACETS, WAKE_FACETS
+from service.domain.facets import FACET_OF_TYPE, INTENT_FACETS
 from service.domain.ranking import (
     DEEP_SEARCH_CANDIDATE_FACTOR,
     MIN_CANDIDATES,
@@ -16,7 +16,6 @@ from service.domain.ranking import (
     derive_query,
     matched_phrases,
     type_priors,
-    wake_types,
 )
 
 
@@ -48,11 +47,6 @@ def test_priors_follow_the_intent_order() -> None:
     second = [t for t, f in FACET_OF_TYPE.items() if f == INTENT_FACETS["debug"][1]]
     assert all(priors[t] == pytest.approx(PRIOR_TOP - PRIOR_STEP) for t in second)
     assert type_priors("general") == {}
-
-
-def test_wake_types_belong_to_wake_facets() -> None:
-    assert wake_types()
-    assert all(FACET_OF_TYPE[t] in WAKE_FACETS for t in wake_types())
 
 
 def test_wake_is_stable_recall_has_related_deep_has_more_candidates(settings: Settings) -> None:
