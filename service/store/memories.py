@@ -27,7 +27,6 @@ from sqlalchemy import (
     select,
     text,
     true,
-    tuple_,
     update,
 )
 from sqlalchemy.dialects.postgresql import insert
@@ -209,7 +208,7 @@ class MemoryRepository:
             namespace_scope(prefixes),
             project_scope(key_projects),
         )
-        return {mid: project for mid, project in (await self.session.execute(stmt)).all()}
+        return dict((await self.session.execute(stmt)).tuples().all())
 
     async def near_duplicates(
         self,

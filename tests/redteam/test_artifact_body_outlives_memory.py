@@ -31,7 +31,9 @@ async def _artifact(client: httpx.AsyncClient, key: Key, **body: Any) -> dict[st
     return response.json()  # type: ignore[no-any-return]
 
 
-async def test_deleting_the_memory_erases_the_body(client: httpx.AsyncClient, org: Org, sql) -> None:
+async def test_deleting_the_memory_erases_the_body(
+    client: httpx.AsyncClient, org: Org, sql
+) -> None:
     art = await _artifact(client, org.admin)
     url = f"/v1/artifacts/{art['artifact_id']}"
     assert (await client.get(url, headers=org.admin.headers)).status_code == 200
@@ -50,7 +52,9 @@ async def test_delete_artifact_erases_body_memory_and_names(
     assert response.status_code == 200, response.text
     body = response.json()
     assert (body["artifact_id"], body["memory_id"], body["deleted"]) == (
-        art["artifact_id"], art["memory_id"], True,
+        art["artifact_id"],
+        art["memory_id"],
+        True,
     )
     assert (await client.get(url, headers=org.admin.headers)).status_code == 404
     assert (await memory(client, org.admin, art["memory_id"])).status_code == 404
@@ -78,7 +82,9 @@ async def test_delete_artifact_takes_write_reach(
     assert denied.json()["error"]["code"] == "project_access_denied"
     assert (await client.delete(p2_url, headers=org.p1.headers)).status_code == 404
     assert (await client.delete(p2_url, headers=stranger.headers)).status_code == 404
-    assert (await client.delete(p2_url, headers=reader.headers)).json()["error"]["code"] == "scope_denied"
+    assert (await client.delete(p2_url, headers=reader.headers)).json()["error"][
+        "code"
+    ] == "scope_denied"
     for url in (shared_url, p2_url):
         assert (await client.get(url, headers=org.admin.headers)).status_code == 200
     assert (await client.delete(p2_url, headers=org.p2.headers)).status_code == 200

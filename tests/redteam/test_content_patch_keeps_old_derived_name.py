@@ -48,7 +48,9 @@ async def test_a_secret_in_the_old_derived_name_goes_with_the_content(
     assert TOKEN not in row["name"]
     patched = await client.patch(
         f"/v1/memories/{row['id']}",
-        json={"content": "CI publishes with the deploy bot's own credentials now. It runs nightly."},
+        json={
+            "content": "CI publishes with the deploy bot's own credentials now. It runs nightly."
+        },
         headers=org.admin.headers,
     )
     assert patched.json()["name"] == "CI publishes with the deploy bot's own credentials now"
@@ -70,9 +72,13 @@ async def test_delete_erases_current_and_former_names_from_the_audit_trail(
     client: httpx.AsyncClient, org: Org, sql
 ) -> None:
     row = await created(client, org.admin, content=OLD)
-    await client.patch(f"/v1/memories/{row['id']}", json={"content": NEW}, headers=org.admin.headers)
+    await client.patch(
+        f"/v1/memories/{row['id']}", json={"content": NEW}, headers=org.admin.headers
+    )
     current = (await memory(client, org.admin, row["id"])).json()["name"]
-    assert (await client.delete(f"/v1/memories/{row['id']}", headers=org.admin.headers)).status_code == 200
+    assert (
+        await client.delete(f"/v1/memories/{row['id']}", headers=org.admin.headers)
+    ).status_code == 200
     trail = await sql(
         "SELECT request::text || details::text AS txt FROM audit_events "
         "WHERE org_id = :org AND :id = ANY(memory_ids)",

@@ -25,7 +25,9 @@ drwxr-xr-x 3 root root 4096 May  1 09:58 ..
     ("change", "code", "field"),
     [
         pytest.param({"content": TOKEN}, "gate_rejected", "content", id="only-a-secret"),
-        pytest.param({"content": f"  {TOKEN}\n"}, "gate_rejected", "content", id="only-a-secret-ws"),
+        pytest.param(
+            {"content": f"  {TOKEN}\n"}, "gate_rejected", "content", id="only-a-secret-ws"
+        ),
         pytest.param({"tags": ["x" * 500]}, "validation_error", "tags", id="long-tag"),
         pytest.param({"tags": [""]}, "validation_error", "tags", id="empty-tag"),
         pytest.param({"tags": ["a\u0000b"]}, "validation_error", "tags", id="nul-tag"),
@@ -37,7 +39,11 @@ async def test_patch_refuses_what_post_refuses(
     row = await created(client, org.admin)
     post = await client.post(
         "/v1/remember",
-        json={"namespace": "alice", "content": "Runner pools are per region, with a cache each.", **change},
+        json={
+            "namespace": "alice",
+            "content": "Runner pools are per region, with a cache each.",
+            **change,
+        },
         headers=org.admin.headers,
     )
     patch = await client.patch(f"/v1/memories/{row['id']}", json=change, headers=org.admin.headers)
@@ -52,7 +58,8 @@ async def test_patch_refuses_what_post_refuses(
 async def test_a_type_change_goes_through_the_gate(client: httpx.AsyncClient, org: Org) -> None:
     # A shell transcript is fine as a procedure (code types), not as a decision.
     post = await client.post(
-        "/v1/remember", json={"namespace": "alice", "content": SHELL, "type": "decision"},
+        "/v1/remember",
+        json={"namespace": "alice", "content": SHELL, "type": "decision"},
         headers=org.admin.headers,
     )
     assert post.status_code == 422
@@ -72,7 +79,8 @@ async def test_a_content_and_type_change_together_is_gated_as_the_new_type(
 ) -> None:
     row = await created(client, org.admin)
     ok = await client.patch(
-        f"/v1/memories/{row['id']}", json={"content": SHELL, "type": "procedure"},
+        f"/v1/memories/{row['id']}",
+        json={"content": SHELL, "type": "procedure"},
         headers=org.admin.headers,
     )
     assert ok.status_code == 200, ok.text

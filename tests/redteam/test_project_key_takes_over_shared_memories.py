@@ -27,15 +27,27 @@ async def test_project_key_cannot_supersede_a_shared_memory(
     shared = await created(client, org.admin)
     response = await client.post(
         "/v1/remember",
-        json={"namespace": "alice", "project": "p1", "content": PARAPHRASE,
-              "supersedes": shared["id"]},
+        json={
+            "namespace": "alice",
+            "project": "p1",
+            "content": PARAPHRASE,
+            "supersedes": shared["id"],
+        },
         headers=org.p1.headers,
     )
     _denied(response, "supersedes")
     batch = await client.post(
         "/v1/remember/batch",
-        json={"items": [{"namespace": "alice", "project": "p1", "content": PARAPHRASE,
-                         "supersedes": shared["id"]}]},
+        json={
+            "items": [
+                {
+                    "namespace": "alice",
+                    "project": "p1",
+                    "content": PARAPHRASE,
+                    "supersedes": shared["id"],
+                }
+            ]
+        },
         headers=org.p1.headers,
     )
     _denied(batch, "items.0.supersedes")
@@ -72,14 +84,16 @@ async def test_project_key_cannot_create_shared_memories_or_move_its_own_there(
 ) -> None:
     _denied(
         await client.post(
-            "/v1/remember", json={"namespace": "alice", "content": RATE_LIMIT},
+            "/v1/remember",
+            json={"namespace": "alice", "content": RATE_LIMIT},
             headers=org.p1.headers,
         ),
         "project",
     )
     _denied(
         await client.post(
-            "/v1/artifacts", json={"namespace": "alice", "name": "hosts", "body": {"a": 1}},
+            "/v1/artifacts",
+            json={"namespace": "alice", "name": "hosts", "body": {"a": 1}},
             headers=org.p1.headers,
         ),
         "project",
@@ -108,12 +122,12 @@ async def test_project_key_writes_its_own_project_freely(
     client: httpx.AsyncClient, org: Org
 ) -> None:
     old = await created(client, org.p1, project="p1")
-    new = await created(
-        client, org.p1, project="p1", content=PARAPHRASE, supersedes=old["id"]
-    )
+    new = await created(client, org.p1, project="p1", content=PARAPHRASE, supersedes=old["id"])
     assert (await memory(client, org.p1, old["id"])).json()["superseded_by"] == new["id"]
     url = f"/v1/memories/{new['id']}"
-    assert (await client.patch(url, json={"tags": ["x"]}, headers=org.p1.headers)).status_code == 200
+    assert (
+        await client.patch(url, json={"tags": ["x"]}, headers=org.p1.headers)
+    ).status_code == 200
     assert (await client.delete(url, headers=org.p1.headers)).status_code == 200
 
 

@@ -54,8 +54,8 @@ async def test_deleting_the_newest_makes_its_predecessor_current(
 async def test_reasserting_a_superseded_text_makes_it_current(
     client: httpx.AsyncClient, org: Org
 ) -> None:
-    y1, y2, _ = await _chain(client, org)
-    await client.delete(f"/v1/memories/{_}", headers=org.admin.headers)
+    y1, y2, y3 = await _chain(client, org)
+    await client.delete(f"/v1/memories/{y3}", headers=org.admin.headers)
     again = await created(client, org.admin, content=LIMITS[0])
     assert again["id"] not in (y1, y2)
     assert any("superseded" in w for w in again["warnings"])
@@ -71,11 +71,15 @@ async def test_reasserting_a_superseded_text_makes_it_current(
 
 
 async def test_reasserting_in_a_batch_makes_it_current(client: httpx.AsyncClient, org: Org) -> None:
-    y1, y2, y3 = await _chain(client, org)
+    _y1, y2, y3 = await _chain(client, org)
     batch = await client.post(
         "/v1/remember/batch",
-        json={"items": [{"namespace": "alice", "content": LIMITS[1]},
-                        {"namespace": "alice", "content": LIMITS[2]}]},
+        json={
+            "items": [
+                {"namespace": "alice", "content": LIMITS[1]},
+                {"namespace": "alice", "content": LIMITS[2]},
+            ]
+        },
         headers=org.admin.headers,
     )
     items = batch.json()["items"]
