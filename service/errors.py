@@ -6,6 +6,8 @@ the MCP adapter as a tool error carrying the same code.
     ├── AuthenticationError (401 unauthorized)
     ├── PermissionDenied (403 forbidden)
     │   ├── ProjectAccessDenied (403 project_access_denied)
+    │   │   └── SharedMemoryReadOnly (403 project_access_denied: a project-less memory,
+    │   │       written to by a key limited to projects)
     │   ├── NamespaceAccessDenied (403 namespace_access_denied)
     │   └── ScopeDenied (403 scope_denied)
     ├── NotFound (404 not_found)
@@ -53,6 +55,19 @@ class ProjectAccessDenied(PermissionDenied):
 
     def __init__(self, project: str) -> None:
         super().__init__(f"Project access denied: {project}", field="project")
+
+
+class SharedMemoryReadOnly(ProjectAccessDenied):
+    """A key limited to projects tried to create, change, supersede or erase a shared
+    (project-less) memory: it may read those, not write them."""
+
+    def __init__(self, field: str = "project") -> None:
+        PermissionDenied.__init__(
+            self,
+            "Project access denied: shared memories (no project) are read-only to a key "
+            "limited to projects; name one of the key's projects",
+            field=field,
+        )
 
 
 class NamespaceAccessDenied(PermissionDenied):

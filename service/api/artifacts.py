@@ -1,4 +1,5 @@
-"""POST /v1/artifacts and GET /v1/artifacts/{id}?fields=a,b. Thin: validate, call, return."""
+"""POST /v1/artifacts, GET /v1/artifacts/{id}?fields=a,b and DELETE /v1/artifacts/{id}.
+Thin: validate, call, return."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ from fastapi import APIRouter, Depends, Query, status
 from service.api.deps import CallerDep, EmbedderDep, SessionDep, audited
 from service.domain import artifacts as artifact_service
 from service.domain.audit import AuditAction, AuditContext
-from service.schemas.artifacts import ArtifactCreate, ArtifactCreated, ArtifactFields
+from service.schemas.artifacts import (
+    ArtifactCreate,
+    ArtifactCreated,
+    ArtifactDeleted,
+    ArtifactFields,
+)
 from service.schemas.common import ErrorResponse
 
 ERRORS = {
@@ -73,3 +79,16 @@ async def get_artifact(
     return await artifact_service.read_artifact(
         session, caller, ctx, artifact_id, fields, namespace
     )
+
+
+@router.delete("/artifacts/{artifact_id}", response_model=ArtifactDeleted)
+async def delete_artifact(
+    artifact_id: uuid.UUID,
+    session: SessionDep,
+    caller: CallerDep,
+    ctx: AuditDep,
+) -> ArtifactDeleted:
+    """Erase an artifact: its body and the memory that references it in packs. Only the
+    ids remain, as a tombstone in the audit trail. 404 when it does not exist or lies
+    outside the key's reach; 403 when the key may read it but not write it."""
+    return await artifact_service.delete_artifact(session, caller, ctx, artifact_id)

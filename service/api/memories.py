@@ -48,8 +48,10 @@ async def remember(
 
     Secrets and PII are redacted first; the write gate then refuses fragments, raw tool
     output, logs and reasoning chains (422 with reason codes and hints). An exact duplicate
-    in the namespace returns the existing id with status `duplicate`; similar memories are
-    listed in `near_duplicates`."""
+    in the namespace, of the same project or shared and the same agent diary or none,
+    returns the existing id with status `duplicate`; similar memories within that reach are
+    listed in `near_duplicates`. A key limited to projects must name one of them (shared
+    memories are read-only to it)."""
     return await remember_service.remember(session, embedder, state.settings, caller, body, ctx)
 
 
@@ -125,6 +127,7 @@ async def delete_memory(
     caller: CallerDep,
     ctx: Annotated[AuditContext, Depends(audited(AuditAction.DELETE))],
 ) -> DeleteResponse:
-    """Erase a memory: content, embedding and edges are deleted; only its id remains, as a
-    tombstone in the audit trail."""
+    """Erase a memory: content, embedding, edges, an artifact's body and its names in the
+    audit trail are deleted; only its id remains, as a tombstone. 403 when the key may read
+    it but not write it (a shared memory, for a key limited to projects)."""
     return await memory_service.delete_memory(session, caller, memory_id, ctx)

@@ -5,6 +5,10 @@ declares the fields it needs and gets only those.
 Storing an artifact writes two rows in one transaction: the body (``artifacts``) and a memory
 of type ``artifact`` whose content is the summary, embedded like any memory, so packs find
 it by relevance and list it under ``artifacts``. Name, summary and body are redacted first.
+
+Erasing either erases both: ``DELETE /v1/artifacts/{id}`` erases the body and the memory,
+and deleting the memory erases the body (``MemoryRepository.erase``). Both take write reach
+(a key limited to projects writes only its projects; shared artifacts are read-only to it).
 """
 
 from __future__ import annotations
@@ -19,13 +23,20 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.domain import audit as audit_service
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
+from service.domain.memories import erase_memory
 from service.domain.namespaces import parse_namespace
 from service.domain.redaction import merge_counts
 from service.domain.write_pipeline import REDACTOR as _REDACTOR
 from service.embedding import AsyncEmbedder
 from service.errors import InvalidInput, NotFound
-from service.schemas.artifacts import ArtifactCreate, ArtifactCreated, ArtifactFields
+from service.schemas.artifacts import (
+    ArtifactCreate,
+    ArtifactCreated,
+    ArtifactDeleted,
+    ArtifactFields,
+)
 from service.store.artifacts import ArtifactRepository
+from service.store.memories import MemoryRepository
 
 MAX_SCHEMA_KEYS = 200
 MAX_FIELDS = 100
@@ -84,7 +95,7 @@ async def store_artifact(
     ctx.namespace = req.namespace
     ctx.request = {"namespace": req.namespace, "project": req.project}
     caller.check_namespace(req.namespace)
-    caller.check_project(req.project)
+    caller.check_write_project(req.project)
 
     name = _REDACTOR.redact(req.name)
     body, body_counts = _REDACTOR.redact_json(req.body)
@@ -226,4 +237,45 @@ async def read_artifact(
         fields=ordered,
         missing=missing,
         body=row["body"],
+    )
+
+
+async def delete_artifact(
+    session: AsyncSession, caller: Caller, ctx: AuditContext, artifact_id: uuid.UUID
+) -> ArtifactDeleted:
+    """Erase an artifact: its body and the memory that references it (content, embedding,
+    edges, names in the audit trail), as deleting that memory does; audit the call.
+
+    Raises:
+        NotFound: no such artifact within the key's read reach (never says which).
+        ProjectAccessDenied: it is outside the key's write reach.
+    """
+    caller.require("write")
+    ctx.request = {"artifact_id": str(artifact_id)}
+    found = await ArtifactRepository(session).owner(
+        caller.org_id, artifact_id, prefixes=caller.namespace_prefixes, key_projects=caller.projects
+    )
+    if found is None:
+        raise NotFound(f"Artifact not found: {artifact_id}", field="artifact_id")
+    memory_id, project = found
+    caller.check_write_project(project)
+    memory = None
+    if memory_id is not None:
+        memory = await MemoryRepository(session).get(
+            caller.org_id, memory_id, caller.namespace_prefixes, caller.projects, for_update=True
+        )
+    if memory is not None:
+        ctx.namespace = memory.namespace
+        await erase_memory(session, caller, memory)
+    await ArtifactRepository(session).delete(caller.org_id, artifact_id)
+    audit_id = await audit_service.record(
+        session,
+        ctx,
+        outcome="deleted",
+        status_code=200,
+        memory_ids=[memory_id] if memory_id else [],
+        details={"operation": "delete", "artifact_id": str(artifact_id), "tombstone": True},
+    )
+    return ArtifactDeleted(
+        artifact_id=artifact_id, memory_id=memory_id, deleted=True, audit_id=audit_id
     )

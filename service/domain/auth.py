@@ -12,7 +12,12 @@ import uuid
 from dataclasses import dataclass, field
 
 from service.domain import namespaces
-from service.errors import NamespaceAccessDenied, ProjectAccessDenied, ScopeDenied
+from service.errors import (
+    NamespaceAccessDenied,
+    ProjectAccessDenied,
+    ScopeDenied,
+    SharedMemoryReadOnly,
+)
 
 KEY_PREFIX = "ctxp_"
 SCOPES = ("read", "write", "admin")
@@ -53,6 +58,24 @@ class Caller:
         is not one of them."""
         if project is not None and self.projects and project not in self.projects:
             raise ProjectAccessDenied(project)
+
+    def may_write_project(self, project: str | None) -> bool:
+        """Write reach, narrower than read reach: a key limited to projects writes only into
+        those projects. Shared (project-less) memories are read-only to it: it reads and links
+        to them, but cannot create, change, supersede, re-project or erase them; only a key
+        without project limits writes those (docs/isolation.md)."""
+        if not self.projects:
+            return True
+        return project is not None and project in self.projects
+
+    def check_write_project(self, project: str | None, field: str = "project") -> None:
+        """Raise unless the key may write memories of ``project`` (see ``may_write_project``):
+        ``ProjectAccessDenied`` for another project, ``SharedMemoryReadOnly`` for none."""
+        if self.may_write_project(project):
+            return
+        if project is None:
+            raise SharedMemoryReadOnly(field)
+        raise ProjectAccessDenied(project)
 
     def check_namespace(self, namespace: str) -> None:
         if not namespaces.allowed(namespace, list(self.namespace_prefixes)):

@@ -1,4 +1,24 @@
-"""Reading, changing and erasing single memories, and listing them."""
+"""Reading, changing and erasing single memories, and listing them.
+
+Write reach. Reading a memory takes read reach (org, namespace prefixes, the key's projects
+or none). Changing or erasing it takes write reach too: a key limited to projects changes
+only memories of its projects, never a shared (project-less) one, and moves a memory only
+into its projects (``Caller.may_write_project``; 403 ``project_access_denied``, while a
+memory out of read reach stays 404).
+
+PATCH outcomes match remember's: content is redacted, then gated with the redacted secrets
+taken out (a memory that was only a secret is a fragment); a type change is gated against
+the content it will label; tags follow the same limits. A name follows the content: a
+content change re-derives a name that had been derived from the old content, keeps one that
+was given explicitly, and both are redacted. A content or project change may not collide
+with another current memory holding the same content key (409, naming it: it lies in the
+same namespace, project and diary, so within the caller's reach).
+
+Erasure erases: the row (content, embedding, edges), an artifact memory's artifact body,
+and every name the memory had wherever the audit trail holds it (current and former, since
+a remember row records the name it derived). Only ids and counts remain. Supersession is
+kept a history (``MemoryRepository.erase``).
+"""
 
 from __future__ import annotations
 
@@ -13,8 +33,9 @@ from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.facets import facet_of
 from service.domain.namespaces import parse_namespace_filter
+from service.domain.redaction import merge_counts
 from service.domain.remember import derive_name, document_text
-from service.domain.write_pipeline import WritePipeline
+from service.domain.write_pipeline import WritePipeline, strip_placeholders
 from service.embedding import AsyncEmbedder
 from service.errors import Conflict, GateRejected, InvalidInput, NotFound
 from service.schemas.memories import (
@@ -24,6 +45,7 @@ from service.schemas.memories import (
     MemoryPatch,
     RelatedOut,
 )
+from service.store.audit import AuditRepository
 from service.store.memories import MemoryRepository
 from service.store.models import Memory
 
@@ -149,11 +171,20 @@ async def update_memory(
     ctx: AuditContext,
 ) -> MemoryOut:
     """Change fields of a memory. New content and names are redacted and gated like a new
-    write, and the memory is re-embedded."""
+    write, and the memory is re-embedded (see the module docstring for the rules).
+
+    Raises:
+        NotFound: no such memory within the key's read reach.
+        ProjectAccessDenied: the memory, or the project it would move to, is outside the
+            key's write reach.
+        GateRejected: the new content, or the old content under a new type, fails the gate.
+        Conflict: another current memory already holds the resulting content key.
+    """
     caller.require("write")
     repo = MemoryRepository(session)
     row = await _load(session, caller, memory_id, for_update=True)
     ctx.namespace = row.namespace
+    caller.check_write_project(row.project)
     changes = patch.model_dump(exclude_unset=True)
     if not changes:
         raise InvalidInput("body", "nothing to change: send at least one field")
@@ -161,17 +192,20 @@ async def update_memory(
         if key in changes and changes[key] is None:
             raise InvalidInput(key, f"{key} cannot be null")
     if "project" in changes:
-        caller.check_project(changes["project"])
+        caller.check_write_project(changes["project"])
+    pipeline = WritePipeline.for_settings(settings)
+    new_type = changes.get("type") or row.type
     # The write pipeline, as for remember: validate, redact, gate (placeholders stripped the
     # same way), hash.
-    clean = WritePipeline.for_settings(settings).run(
-        type=changes.get("type") or row.type,
+    clean = pipeline.run(
+        type=new_type,
         content=changes.get("content"),
         name=changes.get("name"),
         url=changes.get("url"),
         source=changes.get("source"),
         metadata=(changes["metadata"] or {}) if "metadata" in changes else None,
     )
+    counts = [clean.redactions]
     values: dict[str, Any] = {}
     for key in ("name", "url", "source"):
         if key in changes:
@@ -181,21 +215,51 @@ async def update_memory(
     for key in ("type", "project", "domain", "tags", "origin", "valid_at"):
         if key in changes:
             values[key] = changes[key]
+    if "tags" in values:
+        values["tags"] = list(dict.fromkeys(values["tags"]))
     if clean.content is not None:
         if clean.verdict is not None and not clean.verdict.accepted:
             raise GateRejected([{"code": r.code, "hint": r.hint} for r in clean.verdict.reasons])
         values["content"] = clean.content
         values["content_hash"] = clean.hash
-        taken = await repo.hash_taken(caller.org_id, row.namespace, values["content_hash"], memory_id)
-        if taken is not None:
-            raise Conflict(f"memory {taken} in this namespace already has this content", field="content", existing_id=str(taken))
+        if "name" not in changes:
+            # A derived name follows the content; an explicit one stays (redacted again).
+            if row.name == derive_name(row.content):
+                values["name"] = None
+            else:
+                kept = pipeline.redactor.redact(row.name)
+                values["name"] = kept.text
+                counts.append(kept.counts)
+    elif "type" in changes and changes["type"] != row.type:
+        # A new type labels the old content: it passes the gate as a new write would.
+        verdict = pipeline.gate.check(
+            strip_placeholders(row.content), type=new_type, name=values.get("name", row.name)
+        )
+        if not verdict.accepted:
+            raise GateRejected(
+                [{"code": r.code, "hint": r.hint} for r in verdict.reasons], field="type"
+            )
     if values.get("name") is None and "name" in values:
         values["name"] = derive_name(values.get("content", row.content))
+    if row.superseded_by is None and ("content" in values or "project" in values):
+        key = (
+            row.namespace,
+            values.get("project", row.project),
+            row.agent_id,
+            values.get("content_hash", row.content_hash),
+        )
+        taken = await repo.hash_taken(caller.org_id, key, memory_id)
+        if taken is not None:
+            raise Conflict(
+                f"memory {taken} in this namespace, project and diary already has this content",
+                field="content" if "content" in values else "project",
+                existing_id=str(taken),
+            )
     if "content" in values or "name" in values:
         name = values.get("name", row.name)
         content = values.get("content", row.content)
         values["embedding"] = (await embedder.embed_documents([document_text(name, content)]))[0]
-    redactions = clean.redactions
+    redactions = merge_counts(*counts)
     ctx.request = {
         "id": str(memory_id),
         "fields": sorted(changes),
@@ -213,18 +277,33 @@ async def update_memory(
     return to_out(row)
 
 
+async def erase_memory(session: AsyncSession, caller: Caller, row: Memory) -> None:
+    """Erase ``row`` within the call's unit of work: the row, its edges, an artifact body,
+    and its names (current and former) wherever the audit trail holds them. The caller has
+    checked write reach."""
+    names = [row.name, derive_name(row.content)]
+    names += await AuditRepository(session).recorded_names(caller.org_id, row.id)
+    await MemoryRepository(session).erase(caller.org_id, row)
+    await audit_service.erase_from_trail(session, caller.org_id, row.id, names)
+
+
 async def delete_memory(
     session: AsyncSession, caller: Caller, memory_id: uuid.UUID, ctx: AuditContext
 ) -> DeleteResponse:
-    """Erase a memory: its content, embedding and edges are deleted (right to erasure). Only
-    its id survives, as a tombstone in the audit trail."""
+    """Erase a memory: its content, embedding, edges, artifact body and names are deleted
+    (right to erasure). Only its id survives, as a tombstone in the audit trail.
+
+    Raises:
+        NotFound: no such memory within the key's read reach.
+        ProjectAccessDenied: it is outside the key's write reach (a shared memory, for a key
+            limited to projects).
+    """
     caller.require("write")
     row = await _load(session, caller, memory_id, for_update=True)
     ctx.namespace = row.namespace
     ctx.request = {"id": str(memory_id)}
-    await MemoryRepository(session).erase(caller.org_id, memory_id)
-    # Its name may have been derived from its content: leave only the id in old rows.
-    await audit_service.erase_from_trail(session, caller.org_id, memory_id, [row.name])
+    caller.check_write_project(row.project)
+    await erase_memory(session, caller, row)
     audit_id = await audit_service.record(
         session, ctx, outcome="deleted", status_code=200, memory_ids=[memory_id],
         details={"tombstone": True},

@@ -5,8 +5,20 @@ For every item, in this order and in the caller's single transaction:
 1. validate (schema, namespace, project and namespace rights, metadata bounds, related ids);
 2. redact secrets and PII from content, name, metadata, url and source;
 3. the write gate (fragments, logs, dumps, reasoning chains, oversize);
-4. deduplicate: exact (same org + namespace + normalized content) and near (cosine);
+4. deduplicate: exact (same normalized content) and near (cosine), both only among what a
+   reader of the new memory could read: its namespace, its project or none, its agent diary
+   or none (``store.memories``, "duplicate reach"). A write never learns the id or name of
+   a memory outside that reach, and the same text in two projects is stored twice;
 5. embed name + content (one model call for the whole batch), store, link, audit.
+
+Project rights: a key limited to projects writes only into them (``Caller.may_write_project``):
+it cannot create shared (project-less) memories, nor supersede one (``supersedes`` must be
+within its write reach; ``related`` needs only read reach).
+
+Re-assertion: remembering the text of a superseded memory is not a duplicate of that
+history. A new memory is stored and, when the request names no ``supersedes``, it supersedes
+the current end of the old memory's chain (if the key may write it), so the re-asserted fact
+is current again and the one that had replaced it is not shown beside it.
 
 Nothing unredacted reaches the embedder, the database, the logs or the audit row.
 """
@@ -87,6 +99,14 @@ class _Prepared:
     hash: str = ""
     warnings: list[str] = field(default_factory=list)
     rejection: list[GateReasonOut] | None = None
+    # What the new memory supersedes: the request's, or the chain head a re-assertion replaces.
+    supersedes: uuid.UUID | None = None
+
+    @property
+    def key(self) -> tuple[str, str | None, str | None, str]:
+        """The exact-duplicate key: namespace, project, agent diary, content hash."""
+        req = self.request
+        return (req.namespace, req.project, req.agent_id, self.hash)
 
     @property
     def redaction_list(self) -> list[Redaction]:
@@ -105,7 +125,7 @@ def _prepare(
     InvalidInput/permission errors; gate rejections are recorded on the item, not raised, so
     a batch can carry on."""
     caller.check_namespace(req.namespace)
-    caller.check_project(req.project)
+    caller.check_write_project(req.project, f"{prefix}project")
     clean = pipeline.run(
         type=req.type,
         content=req.content,
@@ -148,7 +168,7 @@ async def _validate_links(
             wanted.add(item.request.supersedes)
     if not wanted:
         return
-    found = await repo.accessible_ids(
+    found = await repo.accessible_projects(
         caller.org_id, list(wanted), caller.namespace_prefixes, caller.projects
     )
     for item in items:
@@ -163,6 +183,9 @@ async def _validate_links(
                 f"{prefix}supersedes",
                 f"unknown memory id {item.request.supersedes} (not in this org or out of reach)",
             )
+        if item.request.supersedes:
+            # Superseding hides the old memory from every reader: it takes write reach.
+            caller.check_write_project(found[item.request.supersedes], f"{prefix}supersedes")
 
 
 def _request_summary(items: list[_Prepared]) -> dict[str, Any]:
@@ -204,6 +227,27 @@ def _count(items: list[_Prepared], statuses: dict[str, int]) -> None:
         metrics.count_writes(status, n)
 
 
+async def _reassert(
+    repo: MemoryRepository, caller: Caller, item: _Prepared, superseded: uuid.UUID
+) -> None:
+    """``item`` repeats the text of a superseded memory: unless the request names its own
+    ``supersedes``, the new memory supersedes the current end of that memory's chain, when
+    the key may write it (otherwise it is simply stored, and current)."""
+    if item.request.supersedes is not None:
+        return
+    head = await repo.chain_head(caller.org_id, superseded)
+    if (
+        head is not None
+        and caller.may_write_project(head.project)
+        and head.namespace == item.request.namespace
+        and (head.agent_id is None or head.agent_id == item.request.agent_id)
+    ):
+        item.supersedes = head.id
+        item.warnings.append(
+            f"this text had been superseded; stored again as current, superseding {head.id}"
+        )
+
+
 async def _store(
     session: AsyncSession,
     embedder: AsyncEmbedder,
@@ -211,12 +255,16 @@ async def _store(
     caller: Caller,
     items: list[_Prepared],
 ) -> dict[int, tuple[str, uuid.UUID, list[NearDuplicate]]]:
-    """Steps 4-5 for accepted items. Returns ``{index: (status, id, near_duplicates)}``."""
+    """Steps 4-5 for accepted items. Returns ``{index: (status, id, near_duplicates)}``.
+
+    Every duplicate check runs within the duplicate reach (see the module docstring)."""
     repo = MemoryRepository(session)
     accepted = [i for i in items if i.rejection is None]
     outcome: dict[int, tuple[str, uuid.UUID, list[NearDuplicate]]] = {}
     if not accepted:
         return outcome
+    for item in accepted:
+        item.supersedes = item.request.supersedes
 
     fresh: list[_Prepared] = []
     repeats: dict[int, int] = {}  # item index -> index of the same content earlier in the batch
@@ -225,35 +273,45 @@ async def _store(
         # A single write: embed, then the exact and near duplicate checks in one round trip
         # (a duplicate's vector is wasted; a single write's latency is what matters).
         item = accepted[0]
+        req = item.request
         vectors = await embedder.embed_documents([document_text(item.name, item.content)])
         exact, close = await repo.probe_one(
             caller.org_id,
-            item.request.namespace,
-            item.request.type,
+            req.namespace,
+            req.type,
+            req.project,
+            req.agent_id,
             item.hash,
             vectors[0],
             settings.near_duplicate_threshold,
             settings.near_duplicate_limit,
+            caller.projects,
         )
-        if exact is not None:
-            outcome[item.index] = ("duplicate", exact, [])
+        if exact is not None and exact[1]:
+            outcome[item.index] = ("duplicate", exact[0], [])
             return outcome
+        if exact is not None:
+            await _reassert(repo, caller, item, exact[0])
         fresh, near = [item], {item.index: close}
     else:
         # A batch: exact duplicates first (against the store, and within the batch), so a
         # re-sent batch costs no model time.
         existing = await repo.existing_by_hash(
-            caller.org_id, list({(i.request.namespace, i.hash) for i in accepted})
+            caller.org_id,
+            [(i.index, *i.key) for i in accepted],
+            caller.projects,
         )
-        first_in_batch: dict[tuple[str, str], _Prepared] = {}
+        first_in_batch: dict[tuple[str, str | None, str | None, str], _Prepared] = {}
         for item in accepted:
-            key = (item.request.namespace, item.hash)
-            if key in existing:
-                outcome[item.index] = ("duplicate", existing[key], [])
-            elif key in first_in_batch:
-                repeats[item.index] = first_in_batch[key].index
+            match = existing.get(item.index)
+            if match is not None and match[1]:
+                outcome[item.index] = ("duplicate", match[0], [])
+            elif item.key in first_in_batch:
+                repeats[item.index] = first_in_batch[item.key].index
             else:
-                first_in_batch[key] = item
+                if match is not None:
+                    await _reassert(repo, caller, item, match[0])
+                first_in_batch[item.key] = item
                 fresh.append(item)
         if not fresh:
             return outcome
@@ -262,9 +320,13 @@ async def _store(
         )
         near = await repo.near_duplicates(
             caller.org_id,
-            [(i.index, i.request.namespace, i.request.type, v) for i, v in zip(fresh, vectors, strict=True)],
+            [
+                (i.index, i.request.namespace, i.request.type, i.request.project, i.request.agent_id, v)
+                for i, v in zip(fresh, vectors, strict=True)
+            ],
             settings.near_duplicate_threshold,
             settings.near_duplicate_limit,
+            caller.projects,
         )
     ids = {i.index: uuid.uuid4() for i in fresh}
     rows = [
@@ -290,16 +352,16 @@ async def _store(
         for i, vec in zip(fresh, vectors, strict=True)
     ]
     inserted = await repo.insert_many(rows)
-    # Anything not inserted lost a race with a concurrent identical write: a duplicate.
-    raced = [(i.request.namespace, i.hash) for i in fresh if (i.request.namespace, i.hash) not in inserted]
+    # Anything not inserted lost a race with a concurrent identical write: a duplicate of
+    # the winner, which holds the same content key (so lies within the write's reach).
+    raced = [i.key for i in fresh if i.key not in inserted]
     if raced:
-        inserted_or_existing = {**inserted, **await repo.existing_by_hash(caller.org_id, raced)}
+        inserted_or_existing = {**inserted, **await repo.current_by_key(caller.org_id, raced)}
     else:
         inserted_or_existing = inserted
     for item in fresh:
-        key = (item.request.namespace, item.hash)
-        new_id = inserted_or_existing[key]
-        status = "created" if key in inserted else "duplicate"
+        new_id = inserted_or_existing[item.key]
+        status = "created" if item.key in inserted else "duplicate"
         dups = [NearDuplicate(id=m, name=n, score=round(s, 4)) for m, n, s in near.get(item.index, [])]
         outcome[item.index] = (status, new_id, dups)
     for index, first in repeats.items():
@@ -309,9 +371,7 @@ async def _store(
     edges = [
         (outcome[i.index][1], ref.id, ref.relationship) for i in created for ref in i.request.related
     ]
-    supersede = [
-        (i.request.supersedes, outcome[i.index][1]) for i in created if i.request.supersedes
-    ]
+    supersede = [(i.supersedes, outcome[i.index][1]) for i in created if i.supersedes]
     edges += [(new, old, "supersedes") for old, new in supersede]
     await repo.add_relations(caller.org_id, edges)
     await repo.mark_superseded(caller.org_id, supersede)

@@ -88,7 +88,8 @@ personal data are redacted before anything is stored.
 
 Returns `{id, status: "created"|"duplicate", name, facet, near_duplicates, redactions, \
 warnings}`. An exact duplicate returns the existing id. When `near_duplicates` lists a similar \
-memory, consider storing again with `supersedes` set to its id. A successful call marks the \
+memory, consider storing again with `supersedes` set to its id. If your key is limited to \
+projects, set `project`: shared (project-less) memories are read-only to such a key. A successful call marks the \
 last `context` result as consumed (`_meta.context.consumed`), so your client may collapse it.
 """
 
@@ -169,7 +170,8 @@ sensitive, or must go on request. To correct or update a memory, prefer `remembe
 `supersedes` set to the old id: the history stays readable.
 
 Returns `{id, deleted: true}`. Error `not_found` when the id does not exist or is outside \
-your key's reach.
+your key's reach; `project_access_denied` when your key may read it but not change it (a \
+shared memory, for a key limited to projects).
 """
 
 

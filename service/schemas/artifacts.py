@@ -92,3 +92,12 @@ class ArtifactFields(BaseModel):
     body: dict[str, Any] | list[Any] | None = Field(
         None, description="The whole body, only when no fields were declared"
     )
+
+
+class ArtifactDeleted(BaseModel):
+    """An erased artifact: its body and its memory are gone; only ids remain in the trail."""
+
+    artifact_id: uuid.UUID
+    memory_id: uuid.UUID | None
+    deleted: bool
+    audit_id: uuid.UUID | None = None

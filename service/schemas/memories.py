@@ -44,6 +44,14 @@ def _check_namespace(value: str) -> str:
         raise ValueError(exc.message) from None
 
 
+def _check_tags(value: list[str]) -> list[str]:
+    """The tag limits of every write (remember, batch, PATCH): each 1-64 characters, no NUL."""
+    for tag in value:
+        if not tag or len(tag) > 64 or "\x00" in tag:
+            raise ValueError("each tag must be 1-64 characters")
+    return value
+
+
 class RelatedRef(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -88,10 +96,7 @@ class RememberRequest(BaseModel):
     @field_validator("tags")
     @classmethod
     def _tags(cls, value: list[str]) -> list[str]:
-        for tag in value:
-            if not tag or len(tag) > 64 or "\x00" in tag:
-                raise ValueError("each tag must be 1-64 characters")
-        return value
+        return _check_tags(value)
 
 
 class NearDuplicate(BaseModel):
@@ -200,6 +205,11 @@ class MemoryPatch(BaseModel):
     url: str | None = Field(None, max_length=2000)
     valid_at: datetime | None = None
     metadata: dict[str, Any] | None = None
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else _check_tags(value)
 
 
 class DeleteResponse(BaseModel):

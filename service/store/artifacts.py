@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import delete, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -131,3 +131,30 @@ class ArtifactRepository:
         )
         row = (await self.session.execute(sql, params)).mappings().first()
         return dict(row) if row is not None else None
+
+    async def owner(
+        self,
+        org_id: uuid.UUID,
+        artifact_id: uuid.UUID,
+        *,
+        prefixes: Sequence[str],
+        key_projects: Sequence[str],
+    ) -> tuple[uuid.UUID | None, str | None] | None:
+        """``(memory_id, project)`` of the artifact if the caller may read it, else None."""
+        row = await self.get(
+            org_id, artifact_id, namespaces=None, prefixes=prefixes,
+            key_projects=key_projects, fields=[],
+        )
+        if row is None:
+            return None
+        stmt = select(Artifact.memory_id).where(
+            Artifact.org_id == org_id, Artifact.id == artifact_id
+        )
+        return (await self.session.execute(stmt)).scalar_one_or_none(), row["project"]
+
+    async def delete(self, org_id: uuid.UUID, artifact_id: uuid.UUID) -> bool:
+        """Delete the artifact's row (its body). Its memory is erased by the caller."""
+        result = await self.session.execute(
+            delete(Artifact).where(Artifact.org_id == org_id, Artifact.id == artifact_id)
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]

@@ -226,6 +226,21 @@ class AuditRepository:
         """The database's clock (rows are stamped with it, not with this process's)."""
         return (await self.session.execute(select(func.now()))).scalar_one()
 
+    async def recorded_names(self, org_id: uuid.UUID, memory_id: uuid.UUID) -> list[str]:
+        """The names recorded (``request.name``) in the rows naming ``memory_id``: the name
+        each remember or artifact call gave or derived, which a later PATCH may have changed,
+        so erasing the current name alone would leave the former ones behind."""
+        stmt = (
+            select(AuditEvent.request["name"].astext)
+            .where(
+                AuditEvent.org_id == org_id,
+                AuditEvent.memory_ids.op("@>")(array([memory_id], type_=UUID(as_uuid=True))),
+                AuditEvent.request["name"].astext.is_not(None),
+            )
+            .distinct()
+        )
+        return [n for n in (await self.session.execute(stmt)).scalars() if n]
+
     async def erase_strings(
         self, org_id: uuid.UUID, memory_id: uuid.UUID, values: builtins.list[str], replacement: str
     ) -> int:

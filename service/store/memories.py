@@ -1,5 +1,14 @@
 """Memories and their relations: the write path and the management reads. (The ranked
-retrieval of context packs lives in store/retrieval.py.)"""
+retrieval of context packs lives in store/retrieval.py.)
+
+Duplicate reach. Every duplicate check (exact by content hash, near by cosine, the PATCH
+hash check) sees only memories a reader of the new memory could see: the same org and
+namespace, the write's project or none, the write's agent diary or none, and, for a key
+limited to projects, only those projects or none. A write never learns the id or name of a
+memory outside that reach. The unique key is ``(org, namespace, project, agent_id,
+content_hash)`` over current memories (NULLs not distinct), so the same text is stored once
+per project and diary, and a superseded text can be stored again.
+"""
 
 from __future__ import annotations
 
@@ -18,13 +27,12 @@ from sqlalchemy import (
     select,
     text,
     true,
-    tuple_,
     update,
 )
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.store.models import Memory, Project, Relation
+from service.store.models import Artifact, Memory, Project, Relation
 from service.store.vectors import vector_literal
 
 
@@ -50,6 +58,22 @@ def project_scope(key_projects: Sequence[str]) -> ColumnElement[bool]:
     return or_(Memory.project.is_(None), Memory.project.in_(list(key_projects)))
 
 
+def _dup_reach_sql(key_projects: Sequence[str]) -> str:
+    """SQL predicate on ``m`` (a memory) against ``p`` (a probe with ``project`` and
+    ``agent_id`` columns): the duplicate reach described in the module docstring."""
+    reach = (
+        "(m.project IS NULL OR m.project = p.project)"
+        " AND (m.agent_id IS NULL OR m.agent_id = p.agent_id)"
+    )
+    if key_projects:
+        reach += " AND (m.project IS NULL OR m.project = ANY(CAST(:key_projects AS text[])))"
+    return reach
+
+
+# A write's exact-duplicate key: (namespace, project, agent_id, content_hash).
+ContentKey = tuple[str, str | None, str | None, str]
+
+
 class MemoryRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -57,17 +81,98 @@ class MemoryRepository:
     # --- write path ------------------------------------------------------------------
 
     async def existing_by_hash(
-        self, org_id: uuid.UUID, keys: Sequence[tuple[str, str]]
-    ) -> dict[tuple[str, str], uuid.UUID]:
-        """``{(namespace, content_hash): id}`` for the given pairs that already exist."""
+        self,
+        org_id: uuid.UUID,
+        probes: Sequence[tuple[int, str, str | None, str | None, str]],
+        key_projects: Sequence[str],
+    ) -> dict[int, tuple[uuid.UUID, bool]]:
+        """For each probe ``(index, namespace, project, agent_id, content_hash)``, the memory
+        with that content within the duplicate reach, as ``{index: (id, current)}``: a current
+        one if there is one (the write's own project and diary first, then shared), else the
+        newest superseded one (a re-assertion)."""
+        if not probes:
+            return {}
+        sql = text(
+            f"""
+            SELECT p.idx, m.id, m.current
+            FROM unnest(CAST(:idxs AS int[]), CAST(:namespaces AS text[]),
+                        CAST(:projects AS text[]), CAST(:agents AS text[]),
+                        CAST(:hashes AS text[])) AS p(idx, namespace, project, agent_id, hash)
+            CROSS JOIN LATERAL (
+                SELECT m.id, m.superseded_by IS NULL AS current
+                FROM memories m
+                WHERE m.org_id = :org AND m.namespace = p.namespace
+                  AND m.content_hash = p.hash AND {_dup_reach_sql(key_projects)}
+                ORDER BY (m.superseded_by IS NULL) DESC,
+                         (m.project IS NOT DISTINCT FROM p.project) DESC,
+                         (m.agent_id IS NOT DISTINCT FROM p.agent_id) DESC,
+                         m.created_at DESC
+                LIMIT 1
+            ) m
+            """
+        )
+        params: dict[str, Any] = {
+            "org": org_id,
+            "idxs": [p[0] for p in probes],
+            "namespaces": [p[1] for p in probes],
+            "projects": [p[2] for p in probes],
+            "agents": [p[3] for p in probes],
+            "hashes": [p[4] for p in probes],
+        }
+        if key_projects:
+            params["key_projects"] = list(key_projects)
+        rows = (await self.session.execute(sql, params)).all()
+        return {idx: (mid, bool(current)) for idx, mid, current in rows}
+
+    async def current_by_key(
+        self, org_id: uuid.UUID, keys: Sequence[ContentKey]
+    ) -> dict[ContentKey, uuid.UUID]:
+        """``{key: id}`` of the current memories holding exactly these content keys (a write
+        that lost an insert race to the same key finds the winner here)."""
         if not keys:
             return {}
-        stmt = select(Memory.namespace, Memory.content_hash, Memory.id).where(
-            Memory.org_id == org_id,
-            tuple_(Memory.namespace, Memory.content_hash).in_(list(keys)),
+        sql = text(
+            """
+            SELECT m.namespace, m.project, m.agent_id, m.content_hash, m.id
+            FROM unnest(CAST(:namespaces AS text[]), CAST(:projects AS text[]),
+                        CAST(:agents AS text[]), CAST(:hashes AS text[]))
+                 AS p(namespace, project, agent_id, hash)
+            JOIN memories m
+              ON m.org_id = :org AND m.namespace = p.namespace AND m.content_hash = p.hash
+             AND m.project IS NOT DISTINCT FROM p.project
+             AND m.agent_id IS NOT DISTINCT FROM p.agent_id
+             AND m.superseded_by IS NULL
+            """
         )
-        rows = await self.session.execute(stmt)
-        return {(ns, h): mid for ns, h, mid in rows.all()}
+        params = {
+            "org": org_id,
+            "namespaces": [k[0] for k in keys],
+            "projects": [k[1] for k in keys],
+            "agents": [k[2] for k in keys],
+            "hashes": [k[3] for k in keys],
+        }
+        rows = (await self.session.execute(sql, params)).all()
+        return {(ns, pr, ag, h): mid for ns, pr, ag, h, mid in rows}
+
+    async def chain_head(self, org_id: uuid.UUID, memory_id: uuid.UUID) -> Memory | None:
+        """The current memory at the end of ``memory_id``'s supersession chain (following
+        ``superseded_by``), or None when the chain is broken or loops."""
+        sql = text(
+            """
+            WITH RECURSIVE chain(id, next, depth) AS (
+                SELECT id, superseded_by, 0 FROM memories WHERE org_id = :org AND id = :id
+                UNION ALL
+                SELECT m.id, m.superseded_by, c.depth + 1
+                FROM chain c JOIN memories m ON m.org_id = :org AND m.id = c.next
+                WHERE c.depth < 1000
+            )
+            SELECT id FROM chain WHERE next IS NULL AND depth > 0
+            """
+        )
+        head = (await self.session.execute(sql, {"org": org_id, "id": memory_id})).scalar()
+        if head is None:
+            return None
+        return await self.session.get(Memory, (org_id, head))
 
     async def accessible_ids(
         self,
@@ -87,54 +192,80 @@ class MemoryRepository:
         )
         return set((await self.session.execute(stmt)).scalars().all())
 
+    async def accessible_projects(
+        self,
+        org_id: uuid.UUID,
+        ids: Sequence[uuid.UUID],
+        prefixes: Sequence[str],
+        key_projects: Sequence[str],
+    ) -> dict[uuid.UUID, str | None]:
+        """``{id: project}`` for those of ``ids`` within the key's read reach (as
+        ``accessible_ids``), so a caller can then check its write reach over them."""
+        if not ids:
+            return {}
+        stmt = select(Memory.id, Memory.project).where(
+            Memory.org_id == org_id,
+            Memory.id.in_(list(ids)),
+            namespace_scope(prefixes),
+            project_scope(key_projects),
+        )
+        return dict((await self.session.execute(stmt)).tuples().all())
+
     async def near_duplicates(
         self,
         org_id: uuid.UUID,
-        probes: Sequence[tuple[int, str, str, list[float]]],
+        probes: Sequence[tuple[int, str, str, str | None, str | None, list[float]]],
         threshold: float,
         limit: int,
+        key_projects: Sequence[str] = (),
     ) -> dict[int, list[tuple[uuid.UUID, str, float]]]:
-        """For each probe ``(index, namespace, type, vector)``, the live memories of the same
-        namespace and type whose cosine is at least ``threshold``, best first.
+        """For each probe ``(index, namespace, type, project, agent_id, vector)``, the live
+        memories of the same namespace and type within the duplicate reach whose cosine is at
+        least ``threshold``, best first.
 
         One round trip for the whole batch: a LATERAL nearest-neighbour query per probe,
         ordered by the bare ``<=>`` operator."""
         if not probes:
             return {}
         sql = text(
-            """
+            f"""
             SELECT p.idx, m.id, m.name, 1 - m.dist AS score
             FROM (
                 -- Parse each probe vector once, not once per compared row.
-                SELECT idx, namespace, type, CAST(vec AS vector) AS vec
+                SELECT idx, namespace, type, project, agent_id, CAST(vec AS vector) AS vec
                 FROM unnest(CAST(:idxs AS int[]), CAST(:namespaces AS text[]),
-                            CAST(:types AS text[]), CAST(:vecs AS text[]))
-                     AS u(idx, namespace, type, vec)
+                            CAST(:types AS text[]), CAST(:projects AS text[]),
+                            CAST(:agents AS text[]), CAST(:vecs AS text[]))
+                     AS u(idx, namespace, type, project, agent_id, vec)
                 OFFSET 0  -- a fence: keeps Postgres from inlining the cast into the scan
             ) p
             CROSS JOIN LATERAL (
-                SELECT id, name, embedding <=> p.vec AS dist
-                FROM memories
-                WHERE org_id = :org AND namespace = p.namespace AND type = p.type
-                  AND superseded_by IS NULL
+                SELECT m.id, m.name, m.embedding <=> p.vec AS dist
+                FROM memories m
+                WHERE m.org_id = :org AND m.namespace = p.namespace AND m.type = p.type
+                  AND m.superseded_by IS NULL AND {_dup_reach_sql(key_projects)}
                 -- "+ 0": an exact scan of the namespace behind the btree, never HNSW. With a
                 -- selective namespace filter HNSW walks most of the graph to fill the limit.
-                ORDER BY (embedding <=> p.vec) + 0
+                ORDER BY (m.embedding <=> p.vec) + 0
                 LIMIT :lim
             ) m
             WHERE 1 - m.dist >= :threshold
             ORDER BY p.idx, score DESC
             """
         )
-        params = {
+        params: dict[str, Any] = {
             "idxs": [p[0] for p in probes],
             "namespaces": [p[1] for p in probes],
             "types": [p[2] for p in probes],
-            "vecs": [vector_literal(p[3]) for p in probes],
+            "projects": [p[3] for p in probes],
+            "agents": [p[4] for p in probes],
+            "vecs": [vector_literal(p[5]) for p in probes],
             "org": org_id,
             "lim": limit,
             "threshold": threshold,
         }
+        if key_projects:
+            params["key_projects"] = list(key_projects)
         out: dict[int, list[tuple[uuid.UUID, str, float]]] = {}
         for idx, mid, name, score in (await self.session.execute(sql, params)).all():
             out.setdefault(idx, []).append((mid, name, float(score)))
@@ -145,66 +276,89 @@ class MemoryRepository:
         org_id: uuid.UUID,
         namespace: str,
         type_: str,
+        project: str | None,
+        agent_id: str | None,
         content_hash: str,
         vector: list[float],
         threshold: float,
         limit: int,
-    ) -> tuple[uuid.UUID | None, list[tuple[uuid.UUID, str, float]]]:
-        """A single write's checks in one round trip: the id of an exact duplicate (same
-        namespace and content hash) if there is one, and the near duplicates as in
-        ``near_duplicates``."""
+        key_projects: Sequence[str] = (),
+    ) -> tuple[tuple[uuid.UUID, bool] | None, list[tuple[uuid.UUID, str, float]]]:
+        """A single write's checks in one round trip: the exact match as in
+        ``existing_by_hash`` (``(id, current)`` or None), and the near duplicates as in
+        ``near_duplicates``; both within the duplicate reach."""
+        reach = _dup_reach_sql(key_projects)
         sql = text(
-            """
-            (SELECT true AS exact, id, NULL::text AS name, NULL::float8 AS score
-             FROM memories
-             WHERE org_id = :org AND namespace = :namespace AND content_hash = :hash
-             LIMIT 1)
+            f"""
+            WITH p AS (
+                SELECT CAST(:namespace AS text) AS namespace, CAST(:project AS text) AS project,
+                       CAST(:agent AS text) AS agent_id, CAST(:vec AS vector) AS vec
+                OFFSET 0
+            )
+            (SELECT true AS exact, m.id, NULL::text AS name,
+                    (m.superseded_by IS NULL)::int::float8 AS score
+             FROM p CROSS JOIN LATERAL (
+                 SELECT m.id, m.superseded_by FROM memories m
+                 WHERE m.org_id = :org AND m.namespace = p.namespace
+                   AND m.content_hash = :hash AND {reach}
+                 ORDER BY (m.superseded_by IS NULL) DESC,
+                          (m.project IS NOT DISTINCT FROM p.project) DESC,
+                          (m.agent_id IS NOT DISTINCT FROM p.agent_id) DESC,
+                          m.created_at DESC
+                 LIMIT 1
+             ) m)
             UNION ALL
             (SELECT false, m.id, m.name, 1 - m.dist
-             FROM (SELECT CAST(:vec AS vector) AS vec OFFSET 0) p
-             CROSS JOIN LATERAL (
-                 SELECT id, name, embedding <=> p.vec AS dist
-                 FROM memories
-                 WHERE org_id = :org AND namespace = :namespace AND type = :type
-                   AND superseded_by IS NULL
-                 ORDER BY (embedding <=> p.vec) + 0  -- exact, see near_duplicates
+             FROM p CROSS JOIN LATERAL (
+                 SELECT m.id, m.name, m.embedding <=> p.vec AS dist
+                 FROM memories m
+                 WHERE m.org_id = :org AND m.namespace = p.namespace AND m.type = :type
+                   AND m.superseded_by IS NULL AND {reach}
+                 ORDER BY (m.embedding <=> p.vec) + 0  -- exact, see near_duplicates
                  LIMIT :lim
              ) m
              WHERE 1 - m.dist >= :threshold)
             """
         )
-        params = {
+        params: dict[str, Any] = {
             "org": org_id,
             "namespace": namespace,
             "type": type_,
+            "project": project,
+            "agent": agent_id,
             "hash": content_hash,
             "vec": vector_literal(vector),
             "lim": limit,
             "threshold": threshold,
         }
-        exact: uuid.UUID | None = None
+        if key_projects:
+            params["key_projects"] = list(key_projects)
+        exact: tuple[uuid.UUID, bool] | None = None
         near: list[tuple[uuid.UUID, str, float]] = []
         for is_exact, mid, name, score in (await self.session.execute(sql, params)).all():
             if is_exact:
-                exact = mid
+                exact = (mid, bool(score))
             else:
                 near.append((mid, name, float(score)))
         near.sort(key=lambda n: -n[2])
         return exact, near
 
-    async def insert_many(self, rows: list[dict[str, Any]]) -> dict[tuple[str, str], uuid.UUID]:
-        """Insert memories, skipping exact duplicates that raced in.
-        Returns ``{(namespace, content_hash): id}`` of the rows actually inserted."""
+    async def insert_many(self, rows: list[dict[str, Any]]) -> dict[ContentKey, uuid.UUID]:
+        """Insert memories, skipping exact duplicates (same content key) that raced in.
+        Returns ``{(namespace, project, agent_id, content_hash): id}`` of the rows inserted."""
         if not rows:
             return {}
         stmt = (
             insert(Memory)
             .values(rows)
-            .on_conflict_do_nothing(index_elements=["org_id", "namespace", "content_hash"])
-            .returning(Memory.namespace, Memory.content_hash, Memory.id)
+            .on_conflict_do_nothing(
+                index_elements=["org_id", "namespace", "project", "agent_id", "content_hash"],
+                index_where=Memory.superseded_by.is_(None),
+            )
+            .returning(Memory.namespace, Memory.project, Memory.agent_id, Memory.content_hash, Memory.id)
         )
         result = await self.session.execute(stmt)
-        return {(ns, h): mid for ns, h, mid in result.all()}
+        return {(ns, pr, ag, h): mid for ns, pr, ag, h, mid in result.all()}
 
     async def add_relations(self, org_id: uuid.UUID, edges: Sequence[tuple[uuid.UUID, uuid.UUID, str]]) -> None:
         if not edges:
@@ -334,26 +488,59 @@ class MemoryRepository:
         )
 
     async def hash_taken(
-        self, org_id: uuid.UUID, namespace: str, content_hash: str, except_id: uuid.UUID
+        self,
+        org_id: uuid.UUID,
+        key: ContentKey,
+        except_id: uuid.UUID,
     ) -> uuid.UUID | None:
-        stmt = select(Memory.id).where(
-            Memory.org_id == org_id,
-            Memory.namespace == namespace,
-            Memory.content_hash == content_hash,
-            Memory.id != except_id,
-        )
-        return (await self.session.execute(stmt)).scalar_one_or_none()
+        """The current memory, other than ``except_id``, holding exactly this content key
+        (namespace, project, agent diary, content hash), if any. It lies in the same project
+        and diary as the memory being changed, so naming it leaks nothing."""
+        found = await self.current_by_key(org_id, [key])
+        taken = found.get(key)
+        return taken if taken != except_id else None
 
-    async def erase(self, org_id: uuid.UUID, memory_id: uuid.UUID) -> bool:
-        """Delete the row (content, embedding) and, by cascade, its edges; memories it had
-        superseded become current again."""
+    async def erase(self, org_id: uuid.UUID, row: Memory) -> bool:
+        """Delete the row (content, embedding), its edges (by cascade) and, for an artifact's
+        memory, the artifact's body.
+
+        Supersession is a history: memories ``row`` had superseded now point at its successor
+        (deleting a middle link keeps the newest current, with a ``supersedes`` edge from the
+        successor). When ``row`` was current they become current again, the newest first;
+        one whose content key is already held by a current memory points at that one."""
+        predecessors = (
+            await self.session.execute(
+                select(Memory)
+                .where(Memory.org_id == org_id, Memory.superseded_by == row.id)
+                .order_by(Memory.created_at.desc(), Memory.id)
+            )
+        ).scalars().all()
+        successor = row.superseded_by
+        if successor is not None:
+            await self.session.execute(
+                update(Memory)
+                .where(Memory.org_id == org_id, Memory.superseded_by == row.id)
+                .values(superseded_by=successor, updated_at=func.now())
+            )
+            await self.add_relations(
+                org_id, [(successor, p.id, "supersedes") for p in predecessors if p.id != successor]
+            )
+        else:
+            for pred in predecessors:
+                key = (pred.namespace, pred.project, pred.agent_id, pred.content_hash)
+                holder = (await self.current_by_key(org_id, [key])).get(key)
+                if holder == row.id:  # the erased row itself held the key
+                    holder = None
+                await self.session.execute(
+                    update(Memory)
+                    .where(Memory.org_id == org_id, Memory.id == pred.id)
+                    .values(superseded_by=holder, updated_at=func.now())
+                )
         await self.session.execute(
-            update(Memory)
-            .where(Memory.org_id == org_id, Memory.superseded_by == memory_id)
-            .values(superseded_by=None)
+            delete(Artifact).where(Artifact.org_id == org_id, Artifact.memory_id == row.id)
         )
         result = await self.session.execute(
-            delete(Memory).where(Memory.org_id == org_id, Memory.id == memory_id)
+            delete(Memory).where(Memory.org_id == org_id, Memory.id == row.id)
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
 

@@ -136,8 +136,24 @@ class Memory(Base):
     __table_args__ = (
         PrimaryKeyConstraint("org_id", "id"),
         ForeignKeyConstraint(["org_id"], ["orgs.org_id"], ondelete="CASCADE"),
-        # Exact duplicates: same org, namespace and normalized content.
-        UniqueConstraint("org_id", "namespace", "content_hash"),
+        # Exact duplicates (migration 0003): one current memory per org, namespace, project,
+        # agent diary and normalized content. Project and diary are part of the key, so the
+        # same text is stored once per reach (a p1 write never collides with a p2 memory);
+        # NULLs are not distinct (one shared copy); superseded memories are history and
+        # leave the key, so a re-asserted text can be stored again as the current one.
+        Index(
+            "uq_memories_current_content",
+            "org_id",
+            "namespace",
+            "project",
+            "agent_id",
+            "content_hash",
+            unique=True,
+            postgresql_nulls_not_distinct=True,
+            postgresql_where=text("superseded_by IS NULL"),
+        ),
+        # Exact-duplicate probes, superseded memories included.
+        Index("ix_memories_org_id_namespace_content_hash", "org_id", "namespace", "content_hash"),
         Index("ix_memories_org_id_namespace_created_at", "org_id", "namespace", "created_at"),
         Index("ix_memories_org_id_project", "org_id", "project"),
         Index("ix_memories_org_id_agent_id", "org_id", "agent_id"),

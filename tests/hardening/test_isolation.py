@@ -7,6 +7,12 @@ Reach (the rule the service promises): the key's org; when the key has projects,
 those projects or of none; when it has namespace prefixes, memories at a prefix or under it,
 segment-wise (``alice`` covers ``alice:s1``, not ``alicex``). A context pack at ``u:s:t``
 further narrows that to ``u``, ``u:s`` and ``u:s:t``: ancestors only, no sibling.
+
+Write reach is narrower: a key limited to projects changes, supersedes and erases only
+memories of its projects, never a shared (project-less) one (403), and writes new memories
+only into its projects. Every write path (remember, batch, PATCH, supersedes, related,
+artifacts) answers without an id or name outside the key's read reach, whatever its
+duplicate checks found.
 """
 
 from __future__ import annotations
@@ -98,6 +104,14 @@ class World:
             and (not self.prefixes or any(within_prefix(m.namespace, p) for p in self.prefixes))
         )
 
+    def writes(self, m: Mem) -> bool:
+        """Write reach: read reach, and for a key limited to projects, one of them."""
+        return self.reaches(m) and (not self.projects or m.project in self.projects)
+
+    def write_project(self) -> str | None:
+        """The project the subject writes into: its first, or none for an unlimited key."""
+        return self.projects[0] if self.projects else None
+
     def by_id(self) -> dict[uuid.UUID, Mem]:
         return {m.id: m for m in self.mems}
 
@@ -109,6 +123,14 @@ class World:
         for m in self.mems:
             if not self.reaches(m):
                 assert m.marker not in text, f"leaked {m.namespace} {m.project} org {m.org}"
+
+    def assert_no_foreign_ids(self, text: str) -> None:
+        """Nor its id, nor its artifact's id."""
+        for m in self.mems:
+            if not self.reaches(m):
+                assert str(m.id) not in text, f"leaked the id of {m.namespace} {m.project}"
+                if m.artifact:
+                    assert str(m.artifact) not in text
 
 
 async def _key(app: FastAPI, org: str, projects: list[str], prefixes: list[str]) -> Key:
@@ -249,7 +271,11 @@ async def test_get_patch_delete_stay_within_reach(
             assert m.marker in got.json()["content"] + got.json()["name"]
             related = {uuid.UUID(r["id"]) for r in got.json()["related"]}
             assert related == expected_related(world, m)
-            assert patched.status_code == 200, patched.text
+            if world.writes(m):
+                assert patched.status_code == 200, patched.text
+            else:  # a shared memory, for a key limited to projects: readable, not writable
+                assert patched.status_code == 403, patched.text
+                assert patched.json()["error"]["code"] == "project_access_denied"
         else:
             assert got.status_code == 404, (m, got.text)
             assert patched.status_code == 404, (m, patched.text)
@@ -284,8 +310,14 @@ async def test_get_patch_delete_stay_within_reach(
                 )
 
     outside = [m for m in world.mems if not world.reaches(m)]
-    inside = [m for m in world.mems if world.reaches(m)]
+    inside = [m for m in world.mems if world.writes(m)]
+    read_only = [m for m in world.mems if world.reaches(m) and not world.writes(m)]
     async with mcp_connect(world.subject) as mcp:
+        for m in read_only:
+            deleted = await client.delete(f"/v1/memories/{m.id}", headers=h)
+            assert deleted.status_code == 403, deleted.text
+            forgot = await mcp.call_tool("forget", {"id": str(m.id)})
+            assert forgot.structured_content["error"]["code"] == "project_access_denied"
         for m in outside:
             deleted = await client.delete(f"/v1/memories/{m.id}", headers=h)
             assert deleted.status_code == 404
@@ -307,7 +339,7 @@ async def test_get_patch_delete_stay_within_reach(
             "SELECT id, tags FROM memories WHERE org_id = ANY(:orgs)", orgs=world.orgs
         )
     }
-    for m in outside:
+    for m in outside + read_only:
         assert m.id in rows, "a memory out of reach was deleted"
         assert "touched" not in rows[m.id].tags, "a memory out of reach was changed"
     for m in inside[:2]:
@@ -411,6 +443,7 @@ async def test_remember_links_only_within_reach(
         for i, m in enumerate(world.mems):
             body: dict[str, Any] = {
                 "namespace": namespace,
+                "project": world.write_project(),
                 "content": f"Follow-up {uuid.uuid4().hex[:8]}: the runner cache moved to NVMe disks.",
                 "related": [{"id": str(m.id)}],
             }
@@ -429,12 +462,21 @@ async def test_remember_links_only_within_reach(
                 status, text = response.status_code, response.text
                 new_id = response.json().get("id")
             world.assert_no_foreign_data(text)
-            if world.reaches(m):
+            if world.reaches(m) and ("supersedes" not in body or world.writes(m)):
                 assert status == 201, text
                 created.append(uuid.UUID(new_id))
+            elif world.reaches(m):  # superseding a shared memory takes write reach
+                assert status == 403, text
+                assert "project_access_denied" in text
             else:
                 assert status == 422, text
                 assert "out of reach" in text
+    not_writable = [m.id for m in world.mems if not world.writes(m)]
+    superseded = await sql(
+        "SELECT id FROM memories WHERE id = ANY(:ids) AND superseded_by IS NOT NULL",
+        ids=not_writable,
+    )
+    assert superseded == [], "a memory outside write reach was superseded"
     outside = [m.id for m in world.mems if not world.reaches(m)]
     # Nothing points at a memory out of reach: no edge, no superseded_by.
     edges = await sql(
@@ -579,3 +621,144 @@ async def test_context_sees_only_ancestors_within_reach(
             assert allowed(m), (at, m)
             for rel in item.get("related", []):
                 assert allowed(mems[uuid.UUID(rel["id"])]), (at, rel)
+
+
+# --- write paths of a project-limited key: no id or name outside reach ---------------------------
+
+
+KEY_PROJECTS_SOME = st.lists(st.sampled_from(PROJECTS), unique=True, min_size=1, max_size=2)
+
+
+def _copy_namespace(world: World, m: Mem) -> str:
+    """Where the subject writes to meet ``m`` in a duplicate check: its namespace if the key
+    may write there, else the key's own."""
+    if not world.prefixes or any(within_prefix(m.namespace, p) for p in world.prefixes):
+        return m.namespace
+    return world.writable_namespace()
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(specs=MEMORY_SPECS, projects=KEY_PROJECTS_SOME, prefixes=KEY_PREFIXES)
+@example(**TRAP_KEY)
+@example(specs=TRAP_SPECS, projects=["p2"], prefixes=[])
+async def test_write_paths_never_answer_with_data_out_of_reach(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    mcp_connect: McpConnect,
+    sql: SqlRows,
+    specs: list[tuple[int, str, str | None]],
+    projects: list[str],
+    prefixes: list[str],
+) -> None:
+    world = await build_world(app, client, specs, projects, prefixes)
+    h = world.subject.headers
+    project = world.write_project()
+    answers: list[str] = []
+
+    # 1. Near duplicates: the same template, a marker of the subject's own. Every memory of
+    # the namespace is similar; only those within reach may be named. (Before any copy of
+    # a foreign text is stored, so every marker in an answer is someone else's.)
+    async with mcp_connect(world.subject) as mcp:
+        for i, m in enumerate(world.mems):
+            ns = _copy_namespace(world, m)
+            body = {
+                "namespace": ns,
+                "project": project,
+                "content": _content(uuid.uuid4().hex[:12], ns, m.project),
+            }
+            if i % 2:
+                result = await mcp.call_tool("remember", body)
+                assert not result.is_error, result
+                text = json.dumps(result.structured_content)
+            else:
+                response = await client.post("/v1/remember", json=body, headers=h)
+                assert response.status_code == 201, response.text
+                text = response.text
+            world.assert_no_foreign_data(text)
+            world.assert_no_foreign_ids(text)
+
+    # 2. Exact copies (the answer's name is the subject's own, so ids only from here on):
+    # PATCH an own memory to each text, remember it, and send them all in one batch.
+    copies = [
+        {"namespace": _copy_namespace(world, m), "project": project,
+         "content": _content(m.marker, m.namespace, m.project)}
+        for m in world.mems
+        if not m.artifact
+    ]
+    for copy in copies:
+        own = await client.post(
+            "/v1/remember",
+            json={**copy, "content": _content(uuid.uuid4().hex[:12], "own", None) + " Mine."},
+            headers=h,
+        )
+        assert own.status_code == 201, own.text
+        patched = await client.patch(
+            f"/v1/memories/{own.json()['id']}", json={"content": copy["content"]}, headers=h
+        )
+        assert patched.status_code in (200, 409), patched.text
+        answers.append(patched.text)
+        response = await client.post("/v1/remember", json=copy, headers=h)
+        assert response.status_code == 201, response.text
+        answers.append(response.text)
+    batch = await client.post("/v1/remember/batch", json={"items": copies}, headers=h)
+    assert batch.status_code == 200, batch.text
+    answers.append(batch.text)
+
+    # 3. Re-projecting an own memory: only into the key's projects.
+    own = await client.post(
+        "/v1/remember",
+        json={"namespace": world.writable_namespace(), "project": project,
+              "content": "Runner caches are pruned weekly by the platform team's cron job."},
+        headers=h,
+    )
+    for target in [None, *PROJECTS]:
+        moved = await client.patch(
+            f"/v1/memories/{own.json()['id']}", json={"project": target}, headers=h
+        )
+        assert moved.status_code == (200 if target in projects else 403), moved.text
+        answers.append(moved.text)
+
+    # 4. Artifacts: stored only in the key's projects; erased only within write reach.
+    stored = await client.post(
+        "/v1/artifacts",
+        json={"namespace": world.writable_namespace(), "project": project, "name": "Inventory",
+              "body": {"hosts": 1}},
+        headers=h,
+    )
+    assert stored.status_code == 201, stored.text
+    shared = await client.post(
+        "/v1/artifacts",
+        json={"namespace": world.writable_namespace(), "name": "Inventory", "body": {}},
+        headers=h,
+    )
+    assert shared.status_code == 403
+    for m in world.mems:
+        if m.artifact is None:
+            continue
+        deleted = await client.delete(f"/v1/artifacts/{m.artifact}", headers=h)
+        want = 200 if world.writes(m) else 403 if world.reaches(m) else 404
+        assert deleted.status_code == want, (m, deleted.text)
+        world.assert_no_foreign_data(deleted.text)
+        if want == 404:  # echoes the id it was sent, and no more
+            assert deleted.json() == {"error": {
+                "code": "not_found", "message": f"Artifact not found: {m.artifact}",
+                "field": "artifact_id"}}
+        else:
+            answers.append(deleted.text)
+
+    for text in answers:
+        world.assert_no_foreign_ids(text)
+    # Nothing out of the key's write reach changed.
+    rows = await sql(
+        "SELECT id FROM memories WHERE org_id = ANY(:orgs) AND superseded_by IS NOT NULL",
+        orgs=world.orgs,
+    )
+    assert not {r.id for r in rows} & {m.id for m in world.mems if not world.writes(m)}
+    left = {r.id for r in await sql("SELECT id FROM artifacts WHERE org_id = ANY(:orgs)", orgs=world.orgs)}
+    for m in world.mems:
+        if m.artifact and not world.writes(m):
+            assert m.artifact in left
