@@ -242,13 +242,13 @@ async def update_memory(
     if values.get("name") is None and "name" in values:
         values["name"] = derive_name(values.get("content", row.content))
     if row.superseded_by is None and ("content" in values or "project" in values):
-        key = (
+        content_key = (
             row.namespace,
             values.get("project", row.project),
             row.agent_id,
             values.get("content_hash", row.content_hash),
         )
-        taken = await repo.hash_taken(caller.org_id, key, memory_id)
+        taken = await repo.hash_taken(caller.org_id, content_key, memory_id)
         if taken is not None:
             raise Conflict(
                 f"memory {taken} in this namespace, project and diary already has this content",
@@ -281,7 +281,7 @@ async def erase_memory(session: AsyncSession, caller: Caller, row: Memory) -> No
     """Erase ``row`` within the call's unit of work: the row, its edges, an artifact body,
     and its names (current and former) wherever the audit trail holds them. The caller has
     checked write reach."""
-    names = [row.name, derive_name(row.content)]
+    names: list[str | None] = [row.name, derive_name(row.content)]
     names += await AuditRepository(session).recorded_names(caller.org_id, row.id)
     await MemoryRepository(session).erase(caller.org_id, row)
     await audit_service.erase_from_trail(session, caller.org_id, row.id, names)

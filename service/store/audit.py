@@ -226,7 +226,9 @@ class AuditRepository:
         """The database's clock (rows are stamped with it, not with this process's)."""
         return (await self.session.execute(select(func.now()))).scalar_one()
 
-    async def recorded_names(self, org_id: uuid.UUID, memory_id: uuid.UUID) -> list[str]:
+    async def recorded_names(
+        self, org_id: uuid.UUID, memory_id: uuid.UUID
+    ) -> builtins.list[str]:
         """The names recorded (``request.name``) in the rows naming ``memory_id``: the name
         each remember or artifact call gave or derived, which a later PATCH may have changed,
         so erasing the current name alone would leave the former ones behind."""
