@@ -151,6 +151,9 @@ def create_app(
         version="0.1.0",
         description=API_DESCRIPTION,
         lifespan=lifespan,
+        # Self-hosted Swagger UI instead (service/api/docs.py): FastAPI's loads from a CDN.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.lifespan_hooks = [run_caller_cache]
     app.state.settings = settings

@@ -30,3 +30,9 @@ def install(app: FastAPI, settings: Settings) -> None:
 
     limits.install(app, settings)
     metrics.install(app, settings)
+    from service.api import docs  # /docs: Swagger UI from a Python package, no CDN
+
+    docs.install(app)
+    from service import console  # the web console at /ui
+
+    console.install(app, settings)

@@ -294,6 +294,7 @@ class MemoryRepository:
         project: str | None,
         agent_id: str | None,
         tag: str | None,
+        text_query: str | None = None,
     ) -> Select[Any]:
         stmt = select(Memory).where(
             Memory.org_id == org_id, namespace_scope(prefixes), project_scope(key_projects)
@@ -312,6 +313,9 @@ class MemoryRepository:
             stmt = stmt.where(Memory.agent_id == agent_id)
         if tag is not None:
             stmt = stmt.where(Memory.tags.contains([tag]))
+        if text_query is not None:
+            # Full text over name and content (the GIN index on tsv), web-search syntax.
+            stmt = stmt.where(Memory.tsv.op("@@")(func.websearch_to_tsquery("english", text_query)))
         return stmt
 
     async def list(

@@ -1,0 +1,51 @@
+"""console sessions: one row per signed-in console browser
+
+Revision ID: 0006
+Revises: 0002
+Create Date: 2026-11-25 09:40:00
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import postgresql
+
+revision: str = "0006"
+down_revision: str | None = "0002"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "console_sessions",
+        sa.Column("org_id", postgresql.UUID(as_uuid=True), nullable=False),
+        sa.Column("id", postgresql.UUID(as_uuid=True), nullable=False),
+        sa.Column("key_id", postgresql.UUID(as_uuid=True), nullable=False),
+        sa.Column("token_hash", sa.String(length=64), nullable=False),
+        sa.Column("csrf_token", sa.String(length=64), nullable=False),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False
+        ),
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["org_id", "key_id"],
+            ["api_keys.org_id", "api_keys.id"],
+            name=op.f("fk_console_sessions_org_id_key_id_api_keys"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("org_id", "id", name=op.f("pk_console_sessions")),
+    )
+    op.create_index(
+        "ix_console_sessions_token_hash", "console_sessions", ["token_hash"], unique=True
+    )
+    op.create_index(
+        "ix_console_sessions_org_id_key_id", "console_sessions", ["org_id", "key_id"], unique=False
+    )
+
+
+def downgrade() -> None:
+    op.drop_index("ix_console_sessions_org_id_key_id", table_name="console_sessions")
+    op.drop_index("ix_console_sessions_token_hash", table_name="console_sessions")
+    op.drop_table("console_sessions")
