@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from dataclasses import dataclass
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -338,10 +339,12 @@ async def edit(request: Request, memory_id: str) -> Response:
     try:
         item, redactions, audit_id = await calls.run("memory_update", work)
     except GateRejected as exc:
-        async def reload(session: AsyncSession, ctx: AuditContext) -> Any:
-            return await memory_service.get_memory(session, console.caller, mid, ctx)
-
-        current = await calls.run("memory_get", reload)
+        # Re-show the form as sent (no second read: one call, one audit row).
+        current = _Sent(
+            id=mid, name=form.get("orig_name", ""), type=form.get("orig_type", ""),
+            url=form.get("orig_url", ""), source=form.get("orig_source", ""),
+            tags=[t.strip() for t in form.get("orig_tags", "").split(",") if t.strip()],
+        )
         response = _page(
             request, console, "edit.html", m=current, types=MEMORY_TYPES, content=content,
             sha=form.get("content_sha", ""), tags=form.get("tags", ""),
@@ -488,6 +491,18 @@ async def replay(request: Request, audit_id: str) -> Response:
     moved = {c.id: c for c in result.diff.rank_changes}
     return _page(request, console, "replay.html", result=result, before=before, after=after,
                  names=names, added=added, dropped=dropped, moved=moved, replayed=aid)
+
+
+@dataclass
+class _Sent:
+    """The memory's fields as the edit form carried them."""
+
+    id: uuid.UUID
+    name: str
+    type: str
+    url: str
+    source: str
+    tags: list[str]
 
 
 class _RowView:
