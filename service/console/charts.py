@@ -40,7 +40,7 @@ def stacked(
     """Stacked columns per day, one colour per series, with a legend below."""
     total = [sum(s[i] for s in series.values()) for i in range(len(days))]
     if not series or not any(total):
-        return Markup('<p class="muted">None in the last {} days.</p>'.format(len(days)))
+        return Markup(f'<p class="muted">None in the last {len(days)} days.</p>')
     top = max(total) or 1
     plot_h = height - 30
     col = (width - 40) / max(1, len(days))
@@ -65,9 +65,7 @@ def stacked(
                 f'class="s{k % PALETTE}"><title>{escape(day)} {escape(name)}: {n}</title></rect>'
             )
         if i in (0, len(days) - 1) or i == len(days) // 2:
-            parts.append(
-                f'<text x="{x:.1f}" y="{height - 4}" class="lbl">{escape(day[5:])}</text>'
-            )
+            parts.append(f'<text x="{x:.1f}" y="{height - 4}" class="lbl">{escape(day[5:])}</text>')
     parts.append("</svg>")
     legend = "".join(
         f'<span class="key"><span class="sw s{k % PALETTE}"></span>{escape(name)} '

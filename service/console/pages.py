@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from dataclasses import dataclass
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, get_args
@@ -90,9 +90,13 @@ class ConsoleRoute(APIRoute):
             except SignInRequired:
                 return RedirectResponse("/ui/login", status_code=303)
             except NotFound:
-                return _error(request, 404, "Not found", "Nothing here, or nothing this key may see.")
+                return _error(
+                    request, 404, "Not found", "Nothing here, or nothing this key may see."
+                )
             except CtxpackError as exc:
-                return _error(request, exc.status_code, exc.code, exc.message, exc.details.get("field"))
+                return _error(
+                    request, exc.status_code, exc.code, exc.message, exc.details.get("field")
+                )
 
         return route
 
@@ -190,7 +194,9 @@ async def login(request: Request) -> Response:
     form = await request.form()
     sent = form.get("csrf")
     security.check_csrf(
-        request, request.cookies.get(security.LOGIN_CSRF_COOKIE, ""), sent if isinstance(sent, str) else None
+        request,
+        request.cookies.get(security.LOGIN_CSRF_COOKIE, ""),
+        sent if isinstance(sent, str) else None,
     )
     key = form.get("key")
     started = await console_calls.sign_in(request, key) if isinstance(key, str) and key else None
@@ -226,7 +232,10 @@ async def overview(request: Request) -> Response:
     console, calls = await _session(request)
     data = await calls.read(lambda s: console_service.overview(s, console.caller))
     return _page(
-        request, console, "overview.html", data=data,
+        request,
+        console,
+        "overview.html",
+        data=data,
         ns_chart=charts.bars(data.by_namespace),
         type_chart=charts.bars(data.by_type),
         facet_chart=charts.bars(data.by_facet),
@@ -260,16 +269,31 @@ async def memories(request: Request) -> Response:
 
     async def work(session: AsyncSession, ctx: AuditContext) -> Any:
         return await memory_service.list_memories(
-            session, console.caller, ctx, namespace=namespace, type_=filters["type"],
-            project=filters["project"], agent_id=filters["agent"], tag=filters["tag"],
-            offset=(page - 1) * PAGE_SIZE, limit=PAGE_SIZE, text_query=filters["q"],
+            session,
+            console.caller,
+            ctx,
+            namespace=namespace,
+            type_=filters["type"],
+            project=filters["project"],
+            agent_id=filters["agent"],
+            tag=filters["tag"],
+            offset=(page - 1) * PAGE_SIZE,
+            limit=PAGE_SIZE,
+            text_query=filters["q"],
         )
 
     result = await calls.run("list", work)
     keep = {k: v for k, v in filters.items() if v}
     return _page(
-        request, console, "memories.html", result=result, filters=filters, keep=keep,
-        page=page, pages=max(1, -(-result.total // PAGE_SIZE)), types=MEMORY_TYPES,
+        request,
+        console,
+        "memories.html",
+        result=result,
+        filters=filters,
+        keep=keep,
+        page=page,
+        pages=max(1, -(-result.total // PAGE_SIZE)),
+        types=MEMORY_TYPES,
     )
 
 
@@ -302,8 +326,15 @@ async def edit_form(request: Request, memory_id: str) -> Response:
         "memory_get", lambda s, ctx: memory_service.get_memory(s, console.caller, mid, ctx)
     )
     return _page(
-        request, console, "edit.html", m=item, types=MEMORY_TYPES, content=item.content,
-        sha=_content_sha(item.content), tags=", ".join(item.tags), rejected=None,
+        request,
+        console,
+        "edit.html",
+        m=item,
+        types=MEMORY_TYPES,
+        content=item.content,
+        sha=_content_sha(item.content),
+        tags=", ".join(item.tags),
+        rejected=None,
     )
 
 
@@ -341,19 +372,35 @@ async def edit(request: Request, memory_id: str) -> Response:
     except GateRejected as exc:
         # Re-show the form as sent (no second read: one call, one audit row).
         current = _Sent(
-            id=mid, name=form.get("orig_name", ""), type=form.get("orig_type", ""),
-            url=form.get("orig_url", ""), source=form.get("orig_source", ""),
+            id=mid,
+            name=form.get("orig_name", ""),
+            type=form.get("orig_type", ""),
+            url=form.get("orig_url", ""),
+            source=form.get("orig_source", ""),
             tags=[t.strip() for t in form.get("orig_tags", "").split(",") if t.strip()],
         )
         response = _page(
-            request, console, "edit.html", m=current, types=MEMORY_TYPES, content=content,
-            sha=form.get("content_sha", ""), tags=form.get("tags", ""),
+            request,
+            console,
+            "edit.html",
+            m=current,
+            types=MEMORY_TYPES,
+            content=content,
+            sha=form.get("content_sha", ""),
+            tags=form.get("tags", ""),
             rejected=exc.reasons,
         )
         response.status_code = 422
         return response
-    return _page(request, console, "edited.html", m=item, redactions=redactions, audit_id=audit_id,
-                 fields=sorted(changes))
+    return _page(
+        request,
+        console,
+        "edited.html",
+        m=item,
+        redactions=redactions,
+        audit_id=audit_id,
+        fields=sorted(changes),
+    )
 
 
 @router.get("/memories/{memory_id}/forget", response_class=HTMLResponse)
@@ -385,10 +432,17 @@ async def forget(request: Request, memory_id: str) -> Response:
 @router.get("/pack", response_class=HTMLResponse)
 async def pack_form(request: Request) -> Response:
     console, _ = await _session(request)
-    defaults = {"goal": "", "namespace": request.query_params.get("namespace", ""),
-                "intent": "build", "layer": "recall", "limit": "", "budget": "4000"}
-    return _page(request, console, "pack.html", form=defaults, intents=INTENTS, layers=LAYERS,
-                 pack=None)
+    defaults = {
+        "goal": "",
+        "namespace": request.query_params.get("namespace", ""),
+        "intent": "build",
+        "layer": "recall",
+        "limit": "",
+        "budget": "4000",
+    }
+    return _page(
+        request, console, "pack.html", form=defaults, intents=INTENTS, layers=LAYERS, pack=None
+    )
 
 
 @router.post("/pack", response_class=HTMLResponse)
@@ -419,16 +473,30 @@ async def pack(request: Request) -> Response:
             vector = await state.embedder.embed_query(resp.query)
             ids = [i.id for s in resp.sections for i in s.items]
             misses = await console_service.nearest_misses(
-                session, console.caller, namespace=req.namespace, project=req.project,
-                agent_id=req.agent_id, vector=vector, exclude=ids,
+                session,
+                console.caller,
+                namespace=req.namespace,
+                project=req.project,
+                agent_id=req.agent_id,
+                vector=vector,
+                exclude=ids,
             )
         return resp, misses
 
     resp, misses = await calls.run("context", work, pack=True)
-    shown = {k: form.get(k, "") for k in ("goal", "namespace", "intent", "layer", "limit", "budget")}
+    shown = {
+        k: form.get(k, "") for k in ("goal", "namespace", "intent", "layer", "limit", "budget")
+    }
     return _page(
-        request, console, "pack.html", form=shown, intents=INTENTS, layers=LAYERS, pack=resp,
-        misses=misses, floor=state.settings.relevance_floor,
+        request,
+        console,
+        "pack.html",
+        form=shown,
+        intents=INTENTS,
+        layers=LAYERS,
+        pack=resp,
+        misses=misses,
+        floor=state.settings.relevance_floor,
     )
 
 
@@ -446,15 +514,26 @@ async def audit(request: Request) -> Response:
     page = _int(q.get("page"), "page", 1, 1, 20_000)
     try:
         query = AuditQuery.model_validate(
-            {**{k: v for k, v in filters.items() if v}, "offset": (page - 1) * AUDIT_PAGE,
-             "limit": AUDIT_PAGE}
+            {
+                **{k: v for k, v in filters.items() if v},
+                "offset": (page - 1) * AUDIT_PAGE,
+                "limit": AUDIT_PAGE,
+            }
         )
     except ValidationError as exc:
         raise _invalid(exc) from None
     result = await calls.read(lambda s: audit_service.list_audit(s, console.caller, query))
     keep = {k: v for k, v in filters.items() if v}
-    return _page(request, console, "audit.html", result=result, filters=filters, keep=keep,
-                 page=page, pages=max(1, -(-result.total // AUDIT_PAGE)))
+    return _page(
+        request,
+        console,
+        "audit.html",
+        result=result,
+        filters=filters,
+        keep=keep,
+        page=page,
+        pages=max(1, -(-result.total // AUDIT_PAGE)),
+    )
 
 
 @router.get("/audit/{audit_id}", response_class=HTMLResponse)
@@ -479,9 +558,7 @@ async def replay(request: Request, audit_id: str) -> Response:
         row = await audit_service.get_audit(session, console.caller, aid)
         before = audit_replay.recorded_pack(_RowView(row))  # type: ignore[arg-type]
         new_items = [i for s in result.pack.sections for i in s.items]
-        names = await console_service.memory_names(
-            session, console.caller, [b.id for b in before]
-        )
+        names = await console_service.memory_names(session, console.caller, [b.id for b in before])
         names.update({i.id: i.name for i in new_items})
         return result, before, new_items, names
 
@@ -489,8 +566,19 @@ async def replay(request: Request, audit_id: str) -> Response:
     added = {i.id for i in result.diff.added}
     dropped = {i.id for i in result.diff.dropped}
     moved = {c.id: c for c in result.diff.rank_changes}
-    return _page(request, console, "replay.html", result=result, before=before, after=after,
-                 names=names, added=added, dropped=dropped, moved=moved, replayed=aid)
+    return _page(
+        request,
+        console,
+        "replay.html",
+        result=result,
+        before=before,
+        after=after,
+        names=names,
+        added=added,
+        dropped=dropped,
+        moved=moved,
+        replayed=aid,
+    )
 
 
 @dataclass
@@ -528,7 +616,9 @@ async def keys(request: Request) -> Response:
 async def create_key(request: Request) -> Response:
     console, calls = await _session(request)
     form = await request.form()
-    security.check_csrf(request, console.csrf_token, form.get("csrf") if isinstance(form.get("csrf"), str) else None)  # type: ignore[arg-type]
+    security.check_csrf(
+        request, console.csrf_token, form.get("csrf") if isinstance(form.get("csrf"), str) else None
+    )  # type: ignore[arg-type]
     scopes = console_service.scopes_of([str(s) for s in form.getlist("scopes")])
     projects = [p.strip() for p in str(form.get("projects", "")).split(",") if p.strip()]
     prefixes = [p.strip() for p in str(form.get("namespaces", "")).split(",") if p.strip()]
@@ -536,7 +626,12 @@ async def create_key(request: Request) -> Response:
 
     async def work(session: AsyncSession, ctx: AuditContext) -> Any:
         return await console_service.create_key(
-            session, console.caller, ctx, name=name, scopes=scopes, projects=projects,
+            session,
+            console.caller,
+            ctx,
+            name=name,
+            scopes=scopes,
+            projects=projects,
             namespace_prefixes=prefixes,
         )
 

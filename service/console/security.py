@@ -76,7 +76,11 @@ def secure(request: Request) -> bool:
 
 def set_session_cookie(response: Response, request: Request, token: str) -> None:
     response.set_cookie(
-        SESSION_COOKIE, token, httponly=True, samesite="strict", secure=secure(request),
+        SESSION_COOKIE,
+        token,
+        httponly=True,
+        samesite="strict",
+        secure=secure(request),
         path=PREFIX,
     )
 
@@ -93,8 +97,13 @@ def new_login_token() -> str:
 
 def set_login_cookie(response: Response, request: Request, token: str) -> None:
     response.set_cookie(
-        LOGIN_CSRF_COOKIE, token, httponly=True, samesite="strict", secure=secure(request),
-        path=PREFIX, max_age=3600,
+        LOGIN_CSRF_COOKIE,
+        token,
+        httponly=True,
+        samesite="strict",
+        secure=secure(request),
+        path=PREFIX,
+        max_age=3600,
     )
 
 

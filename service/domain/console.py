@@ -22,7 +22,6 @@ import secrets
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -113,9 +112,7 @@ class Overview:
     gated_out: list[int]
 
 
-def _series(
-    days: list[str], rows: list[tuple[datetime, str, int]]
-) -> dict[str, list[int]]:
+def _series(days: list[str], rows: list[tuple[datetime, str, int]]) -> dict[str, list[int]]:
     index = {d: i for i, d in enumerate(days)}
     out: dict[str, list[int]] = {}
     for day, name, n in rows:
@@ -137,7 +134,9 @@ async def overview(session: AsyncSession, caller: Caller, now: datetime | None =
     for t, n in by_type:
         facets[facet_of(t)] = facets.get(facet_of(t), 0) + n
     now = now or datetime.now(UTC)
-    start = (now - timedelta(days=SERIES_DAYS - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    start = (now - timedelta(days=SERIES_DAYS - 1)).replace(
+        hour=0, minute=0, second=0, microsecond=0
+    )
     days = [(start + timedelta(days=i)).date().isoformat() for i in range(SERIES_DAYS)]
     f = dataclasses.replace(audit_service.visibility(caller), since=start)
     packs = await repo.pack_series(f)
@@ -180,7 +179,10 @@ async def namespace_tree(session: AsyncSession, caller: Caller) -> tuple[list[Na
     ``TREE_MAX_NAMESPACES`` namespaces (the largest are kept)."""
     caller.require("read")
     rows = await ConsoleReadRepository(session).counts_by(
-        "namespace", caller.org_id, caller.namespace_prefixes, caller.projects,
+        "namespace",
+        caller.org_id,
+        caller.namespace_prefixes,
+        caller.projects,
         TREE_MAX_NAMESPACES + 1,
     )
     cut = len(rows) > TREE_MAX_NAMESPACES
@@ -316,11 +318,19 @@ async def create_key(
         raise PermissionDenied("A key may only create keys within its own projects and namespaces")
     org = await ConsoleReadRepository(session).org_name(caller.org_id)
     created = await key_service.create_key(
-        session, org=org, name=name, scopes=scopes, projects=projects,
+        session,
+        org=org,
+        name=name,
+        scopes=scopes,
+        projects=projects,
         namespace_prefixes=prefixes,
     )
-    ctx.request = {"name": name, "scopes": sorted(scopes), "projects": projects,
-                   "namespace_prefixes": prefixes}
+    ctx.request = {
+        "name": name,
+        "scopes": sorted(scopes),
+        "projects": projects,
+        "namespace_prefixes": prefixes,
+    }
     await audit_service.record(
         session, ctx, outcome="created", status_code=201, details={"key_id": str(created.key_id)}
     )
@@ -368,5 +378,3 @@ def scopes_of(values: list[str]) -> list[str]:
         if s not in auth.SCOPES:
             raise InvalidInput("scopes", f"unknown scope; one of {', '.join(auth.SCOPES)}")
     return sorted(set(values))
-
-

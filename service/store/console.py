@@ -138,9 +138,12 @@ class ConsoleReadRepository:
         # Back: who did this one replace (and so on).
         current = memory_id
         for _ in range(depth):
-            stmt = select(Memory.id, Memory.name, Memory.superseded_by).where(
-                *scope, Memory.superseded_by == current
-            ).order_by(Memory.created_at).limit(1)
+            stmt = (
+                select(Memory.id, Memory.name, Memory.superseded_by)
+                .where(*scope, Memory.superseded_by == current)
+                .order_by(Memory.created_at)
+                .limit(1)
+            )
             row = (await self.session.execute(stmt)).first()
             if row is None or row[0] in seen:
                 break
@@ -208,7 +211,10 @@ class ConsoleReadRepository:
         record their codes in ``details.reasons``, batches in ``details.rejections_by_reason``."""
         day = func.date_trunc("day", AuditEvent.created_at).label("day")
         single_src = case(
-            (func.jsonb_typeof(AuditEvent.details["reasons"]) == "array", AuditEvent.details["reasons"]),
+            (
+                func.jsonb_typeof(AuditEvent.details["reasons"]) == "array",
+                AuditEvent.details["reasons"],
+            ),
             else_=cast(literal("[]"), JSONB),
         )
         single = func.jsonb_array_elements_text(single_src).table_valued("value").lateral("r")
@@ -278,7 +284,7 @@ class ConsoleReadRepository:
         stmt = select(Memory.id, Memory.name).where(
             *self._memories(org_id, prefixes, key_projects), Memory.id.in_(list(ids))
         )
-        return {i: n for i, n in (await self.session.execute(stmt)).all()}
+        return dict((await self.session.execute(stmt)).all())
 
     async def keys(self, org_id: uuid.UUID) -> list[ApiKey]:
         stmt = select(ApiKey).where(ApiKey.org_id == org_id).order_by(ApiKey.created_at)
@@ -293,4 +299,3 @@ class ConsoleReadRepository:
 
         stmt = select(Org.name).where(Org.org_id == org_id)
         return str((await self.session.execute(stmt)).scalar_one())
-

@@ -21,7 +21,9 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 def browser_missing() -> str | None:
     """Why the browser tests cannot run here, or None when they can."""
     if not Path(CHROMIUM).exists():
-        return f"Chromium is not installed ({CHROMIUM}): apt-get install -y chromium chromium-driver"
+        return (
+            f"Chromium is not installed ({CHROMIUM}): apt-get install -y chromium chromium-driver"
+        )
     if not Path(CHROMEDRIVER).exists():
         return f"chromedriver is not installed ({CHROMEDRIVER}): apt-get install -y chromium-driver"
     try:
@@ -69,10 +71,19 @@ def chromium(width: int = 1280, height: int = 900) -> Iterator[Any]:
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in (
-        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-dev-shm-usage", "--disable-extensions", "--disable-default-apps",
-        f"--user-data-dir={profile}", f"--window-size={width},{height}",
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--disable-extensions",
+        "--disable-default-apps",
+        f"--user-data-dir={profile}",
+        f"--window-size={width},{height}",
     ):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)

@@ -68,13 +68,23 @@ def text_of(driver: Any, css: str) -> str:
 
 
 def page(driver: Any) -> str:
-    return str(driver.find_element(By.CSS_SELECTOR, "[data-page], #error-page").get_attribute("data-page") or "error")
+    return str(
+        driver.find_element(By.CSS_SELECTOR, "[data-page], #error-page").get_attribute("data-page")
+        or "error"
+    )
 
 
-async def test_sign_in_browse_and_filter(browser: Any, base_url: str, api: httpx.Client, key: Key) -> None:
+async def test_sign_in_browse_and_filter(
+    browser: Any, base_url: str, api: httpx.Client, key: Key
+) -> None:
     remember(api, key)
-    remember(api, key, type="gotcha", namespace="alice:s2",
-             content="Gotcha: the search indexer drops documents larger than 10 MB without an error.")
+    remember(
+        api,
+        key,
+        type="gotcha",
+        namespace="alice:s2",
+        content="Gotcha: the search indexer drops documents larger than 10 MB without an error.",
+    )
     live.sign_in(browser, base_url, key.key)
     assert "2" in text_of(browser, "#total")
     browser.find_element(By.CSS_SELECTOR, '[data-nav="namespaces"]').click()
@@ -85,7 +95,9 @@ async def test_sign_in_browse_and_filter(browser: Any, base_url: str, api: httpx
     assert len(browser.find_elements(By.CSS_SELECTOR, "#memories tbody tr[data-id]")) == 2
     browser.find_element(By.CSS_SELECTOR, 'select[name="type"] option[value="gotcha"]').click()
     browser.find_element(By.ID, "apply").click()
-    live.wait_for(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#memories tbody tr[data-id]")) == 1)
+    live.wait_for(
+        browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#memories tbody tr[data-id]")) == 1
+    )
     assert "indexer" in text_of(browser, "#memories tbody")
     browser.find_element(By.NAME, "type").find_element(By.CSS_SELECTOR, 'option[value=""]').click()
     browser.find_element(By.NAME, "q").send_keys("replication")
@@ -96,12 +108,16 @@ async def test_sign_in_browse_and_filter(browser: Any, base_url: str, api: httpx
     assert "logical replication" in text_of(browser, "#content")
 
 
-async def test_pack_preview_matches_the_api(browser: Any, base_url: str, api: httpx.Client, key: Key) -> None:
-    for i, text in enumerate([
-        "We chose Postgres 17 for the billing service because of logical replication.",
-        "Billing invoices are generated nightly by the scheduler at 02:00 UTC.",
-        "Gotcha: the billing webhook retries three times and then drops the event.",
-    ]):
+async def test_pack_preview_matches_the_api(
+    browser: Any, base_url: str, api: httpx.Client, key: Key
+) -> None:
+    for i, text in enumerate(
+        [
+            "We chose Postgres 17 for the billing service because of logical replication.",
+            "Billing invoices are generated nightly by the scheduler at 02:00 UTC.",
+            "Gotcha: the billing webhook retries three times and then drops the event.",
+        ]
+    ):
         remember(api, key, content=text, type=["decision", "procedure", "gotcha"][i])
     live.sign_in(browser, base_url, key.key)
     browser.get(base_url + "/ui/pack")
@@ -109,12 +125,18 @@ async def test_pack_preview_matches_the_api(browser: Any, base_url: str, api: ht
     browser.find_element(By.NAME, "namespace").send_keys("alice:s1")
     browser.find_element(By.ID, "preview").click()
     live.wait_for(browser, lambda d: d.find_elements(By.ID, "pack-result"))
-    shown = [e.get_attribute("data-id") for e in browser.find_elements(By.CSS_SELECTOR, "tr.pack-item")]
+    shown = [
+        e.get_attribute("data-id") for e in browser.find_elements(By.CSS_SELECTOR, "tr.pack-item")
+    ]
     expected = api.post(
-        "/v1/context", json={"goal": "fix the billing webhook", "namespace": "alice:s1"}, headers=key.headers
+        "/v1/context",
+        json={"goal": "fix the billing webhook", "namespace": "alice:s1"},
+        headers=key.headers,
     ).json()
     assert shown == [str(i["id"]) for s in expected["sections"] for i in s["items"]]
-    assert text_of(browser, "#markdown") == expected["markdown"].strip() or expected["markdown"].strip() in text_of(browser, "#markdown")
+    assert text_of(browser, "#markdown") == expected["markdown"].strip() or expected[
+        "markdown"
+    ].strip() in text_of(browser, "#markdown")
     assert text_of(browser, "#tokens") == str(expected["markdown_tokens"])
     assert text_of(browser, "#gated-out") == str(expected["gated_out"])
     browser.find_element(By.ID, "audit-link").click()
@@ -122,7 +144,9 @@ async def test_pack_preview_matches_the_api(browser: Any, base_url: str, api: ht
     assert "context" in browser.find_element(By.TAG_NAME, "h1").text
 
 
-async def test_gate_rejected_edit_shows_the_reason(browser: Any, base_url: str, api: httpx.Client, key: Key) -> None:
+async def test_gate_rejected_edit_shows_the_reason(
+    browser: Any, base_url: str, api: httpx.Client, key: Key
+) -> None:
     mid = remember(api, key)
     live.sign_in(browser, base_url, key.key)
     browser.get(f"{base_url}/ui/memories/{mid}")
@@ -134,7 +158,9 @@ async def test_gate_rejected_edit_shows_the_reason(browser: Any, base_url: str, 
     live.wait_for(browser, lambda d: d.find_elements(By.ID, "gate-rejected"))
     reasons = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#gate-rejected code.reason")]
     assert reasons, "no gate reason shown"
-    assert api.get(f"/v1/memories/{mid}", headers=key.headers).json()["content"].startswith("We chose")
+    assert (
+        api.get(f"/v1/memories/{mid}", headers=key.headers).json()["content"].startswith("We chose")
+    )
 
 
 async def test_forget(browser: Any, base_url: str, api: httpx.Client, key: Key) -> None:
@@ -149,14 +175,22 @@ async def test_forget(browser: Any, base_url: str, api: httpx.Client, key: Key) 
     assert api.get(f"/v1/memories/{mid}", headers=key.headers).status_code == 404
 
 
-async def test_audit_replay_shows_the_diff(browser: Any, base_url: str, api: httpx.Client, key: Key) -> None:
+async def test_audit_replay_shows_the_diff(
+    browser: Any, base_url: str, api: httpx.Client, key: Key
+) -> None:
     deploy = "blue green deploy pipeline: switch traffic only after the health checks pass"
     goal = "Fix the blue green deploy pipeline health checks"
     remember(api, key, namespace="alice", content=f"{deploy}, decided in the March review")
-    pack = api.post("/v1/context", json={"goal": goal, "namespace": "alice"}, headers=key.headers).json()
+    pack = api.post(
+        "/v1/context", json={"goal": goal, "namespace": "alice"}, headers=key.headers
+    ).json()
     assert pack["total_items"] == 1
-    remember(api, key, namespace="alice",
-             content=f"Health checks of the {deploy} now probe the database too")
+    remember(
+        api,
+        key,
+        namespace="alice",
+        content=f"Health checks of the {deploy} now probe the database too",
+    )
     live.sign_in(browser, base_url, key.key)
     browser.get(base_url + "/ui/audit?action=context")
     browser.find_element(By.CSS_SELECTOR, f'tr[data-id="{pack["audit_id"]}"] a').click()
@@ -192,12 +226,15 @@ async def test_read_only_key_sees_no_edit_controls_and_forged_post_is_refused(
     assert api.get(f"/v1/memories/{mid}", headers=key.headers).status_code == 200
 
 
-async def test_stored_payloads_are_inert(browser: Any, base_url: str, api: httpx.Client, key: Key) -> None:
+async def test_stored_payloads_are_inert(
+    browser: Any, base_url: str, api: httpx.Client, key: Key
+) -> None:
     mid = remember(
-        api, key,
+        api,
+        key,
         content="Decision: the console must show stored markup such as "
         "<script>window.__pwned=1;fetch('/pwned-script')</script> and the image payload "
-        "<img src=/pwned-img onerror=\"window.__pwned=2;alert(2)\"> as plain text, because "
+        '<img src=/pwned-img onerror="window.__pwned=2;alert(2)"> as plain text, because '
         "agents store whatever they read and the people who review memories must stay safe.",
         name="<img src=/pwned-name onerror=alert(3)>",
         url="javascript:window.__pwned=4;alert(4)",
@@ -258,8 +295,12 @@ async def test_another_orgs_id_is_not_found(
 
 async def test_swagger_docs_work_offline(browser: Any, base_url: str) -> None:
     browser.get(base_url + "/docs")
-    live.wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".swagger-ui .info .title"), 60)
+    live.wait_for(
+        browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".swagger-ui .info .title"), 60
+    )
     assert "ctxpack" in text_of(browser, ".swagger-ui .info .title")
     live.wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".opblock"), 30)
-    resources = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    resources = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)"
+    )
     assert resources and all(r.startswith(base_url) for r in resources), resources

@@ -59,14 +59,23 @@ async def test_bad_key_and_missing_login_csrf(client: httpx.AsyncClient, key: Ke
 async def test_every_page_renders(client: httpx.AsyncClient, key: Key) -> None:
     mid = await _remember(client, key, tags=["db"], url="https://example.com/x")
     await client.post(
-        "/v1/context", json={"goal": "which database for billing", "namespace": "alice:s1"},
+        "/v1/context",
+        json={"goal": "which database for billing", "namespace": "alice:s1"},
         headers=key.headers,
     )
     await sign_in(client, key.key)
     for path in (
-        "/ui/", "/ui/namespaces", "/ui/memories", "/ui/memories?ns=alice&type=decision&q=postgres",
-        f"/ui/memories/{mid}", f"/ui/memories/{mid}/edit", f"/ui/memories/{mid}/forget",
-        "/ui/pack", "/ui/audit", "/ui/audit?action=context", "/ui/keys",
+        "/ui/",
+        "/ui/namespaces",
+        "/ui/memories",
+        "/ui/memories?ns=alice&type=decision&q=postgres",
+        f"/ui/memories/{mid}",
+        f"/ui/memories/{mid}/edit",
+        f"/ui/memories/{mid}/forget",
+        "/ui/pack",
+        "/ui/audit",
+        "/ui/audit?action=context",
+        "/ui/keys",
     ):
         r = await client.get(path)
         assert r.status_code == 200, (path, r.text[:500])
@@ -75,24 +84,39 @@ async def test_every_page_renders(client: httpx.AsyncClient, key: Key) -> None:
     assert mid not in (await client.get("/ui/memories?q=kubernetes")).text
 
 
-async def test_edit_goes_through_the_gate_and_is_audited(client: httpx.AsyncClient, key: Key) -> None:
+async def test_edit_goes_through_the_gate_and_is_audited(
+    client: httpx.AsyncClient, key: Key
+) -> None:
     mid = await _remember(client, key)
     csrf = await sign_in(client, key.key)
     form = await client.get(f"/ui/memories/{mid}/edit")
     fields = dict(
-        (name, value)
-        for name, value in __import__("re").findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', form.text)
+        __import__("re").findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', form.text)
     )
-    base = {**fields, "csrf": csrf, "name": "We chose Postgres 17 for the billing service because of logical replication.", "type": "decision", "tags": "", "url": "", "source": ""}
+    base = {
+        **fields,
+        "csrf": csrf,
+        "name": "We chose Postgres 17 for the billing service because of logical replication.",
+        "type": "decision",
+        "tags": "",
+        "url": "",
+        "source": "",
+    }
     rejected = await client.post(f"/ui/memories/{mid}/edit", data={**base, "content": "ok"})
     assert rejected.status_code == 422 and "gate-rejected" in rejected.text
     ok = await client.post(
         f"/ui/memories/{mid}/edit",
-        data={**base, "content": "Billing moved to Postgres 17; the password is hunter2hunter2 and token ghp_" + "a" * 36},
+        data={
+            **base,
+            "content": "Billing moved to Postgres 17; the password is hunter2hunter2 and token ghp_"
+            + "a" * 36,
+        },
     )
     assert ok.status_code == 200, ok.text
     assert "gate-accepted" in ok.text and "ghp_" + "a" * 36 not in ok.text
-    trail = (await client.get("/v1/audit?action=memory_update", headers=key.headers)).json()["items"]
+    trail = (await client.get("/v1/audit?action=memory_update", headers=key.headers)).json()[
+        "items"
+    ]
     assert [r["outcome"] for r in trail] == ["updated", "rejected"]
     assert trail[0]["redaction_count"] >= 1
 
@@ -121,7 +145,9 @@ async def test_csrf_required_on_state_changes(client: httpx.AsyncClient, key: Ke
     assert (await client.get(f"/v1/memories/{mid}", headers=key.headers)).status_code == 200
 
 
-async def test_other_org_ids_are_not_found(client: httpx.AsyncClient, key: Key, make_key: KeyFactory) -> None:
+async def test_other_org_ids_are_not_found(
+    client: httpx.AsyncClient, key: Key, make_key: KeyFactory
+) -> None:
     other = await make_key()
     theirs = await _remember(client, other)
     await sign_in(client, key.key)
@@ -131,7 +157,9 @@ async def test_other_org_ids_are_not_found(client: httpx.AsyncClient, key: Key, 
     assert missing.status_code == foreign.status_code == garbage.status_code == 404
     assert missing.text == foreign.text == garbage.text
     their_audit = (await client.get("/v1/audit", headers=other.headers)).json()["items"][0]["id"]
-    assert (await client.get(f"/ui/audit/{their_audit}")).text == (await client.get(f"/ui/audit/{uuid.uuid4()}")).text
+    assert (await client.get(f"/ui/audit/{their_audit}")).text == (
+        await client.get(f"/ui/audit/{uuid.uuid4()}")
+    ).text
 
 
 async def test_revocation_and_sign_out_end_the_session(
@@ -154,30 +182,48 @@ async def test_revocation_and_sign_out_end_the_session(
 async def test_keys_page_creates_once_and_revokes(client: httpx.AsyncClient, key: Key) -> None:
     csrf = await sign_in(client, key.key)
     created = await client.post(
-        "/ui/keys", data={"csrf": csrf, "name": "reader <b>", "scopes": ["read"], "projects": "", "namespaces": "alice"}
+        "/ui/keys",
+        data={
+            "csrf": csrf,
+            "name": "reader <b>",
+            "scopes": ["read"],
+            "projects": "",
+            "namespaces": "alice",
+        },
     )
     assert created.status_code == 200, created.text
     assert "reader &lt;b&gt;" in created.text
     new_key = __import__("re").search(r'id="new-key" value="(ctxp_[^"]+)"', created.text).group(1)
-    assert (await client.get("/v1/whoami", headers={"Authorization": f"Bearer {new_key}"})).status_code == 200
+    assert (
+        await client.get("/v1/whoami", headers={"Authorization": f"Bearer {new_key}"})
+    ).status_code == 200
     listing = await client.get("/ui/keys")
     assert new_key not in listing.text
-    kid = (await client.get("/v1/whoami", headers={"Authorization": f"Bearer {new_key}"})).json()["key_id"]
+    kid = (await client.get("/v1/whoami", headers={"Authorization": f"Bearer {new_key}"})).json()[
+        "key_id"
+    ]
     r = await client.post(f"/ui/keys/{kid}/revoke", data={"csrf": csrf}, follow_redirects=False)
     assert r.status_code == 303
-    assert (await client.get("/v1/whoami", headers={"Authorization": f"Bearer {new_key}"})).status_code == 401
+    assert (
+        await client.get("/v1/whoami", headers={"Authorization": f"Bearer {new_key}"})
+    ).status_code == 401
 
 
-async def test_limited_admin_cannot_mint_a_wider_key(client: httpx.AsyncClient, make_key: KeyFactory) -> None:
+async def test_limited_admin_cannot_mint_a_wider_key(
+    client: httpx.AsyncClient, make_key: KeyFactory
+) -> None:
     admin = await make_key(namespaces=["alice"])
     csrf = await sign_in(client, admin.key)
-    r = await client.post("/ui/keys", data={"csrf": csrf, "name": "wide", "scopes": ["read"], "namespaces": ""})
+    r = await client.post(
+        "/ui/keys", data={"csrf": csrf, "name": "wide", "scopes": ["read"], "namespaces": ""}
+    )
     assert r.status_code == 403
 
 
 async def test_stored_markup_is_escaped(client: httpx.AsyncClient, key: Key) -> None:
     mid = await _remember(
-        client, key,
+        client,
+        key,
         content="Decision: render <script>alert(1)</script> and <img src=x onerror=alert(2)> as text in the console.",
         name="<script>alert(3)</script>",
         url="javascript:alert(4)",
@@ -196,3 +242,32 @@ async def test_swagger_docs_are_self_hosted(client: httpx.AsyncClient) -> None:
     assert "cdn" not in page.text.lower() and "/docs/assets/swagger-ui-bundle.js" in page.text
     assert (await client.get("/docs/assets/swagger-ui-bundle.js")).status_code == 200
     assert (await client.get("/docs/assets/swagger-ui.css")).status_code == 200
+
+
+async def test_overview_counts_and_series(client: httpx.AsyncClient, key: Key) -> None:
+    await _remember(client, key)
+    await _remember(
+        client, key, type="gotcha", namespace="alice:s2",
+        content="Gotcha: deploys fail when the token ghp_" + "b" * 36 + " expires; rotate it monthly.",
+    )
+    refused = await client.post(
+        "/v1/remember", json={"namespace": "alice", "content": "ok"}, headers=key.headers
+    )
+    assert refused.status_code == 422
+    reason = refused.json()["error"]["reasons"][0]["code"]
+    batch = await client.post(
+        "/v1/remember/batch",
+        json={"items": [{"namespace": "alice", "content": "hmm"}]},
+        headers=key.headers,
+    )
+    assert batch.json()["rejected"] == 1
+    await client.post(
+        "/v1/context", json={"goal": "billing database", "namespace": "alice:s1"}, headers=key.headers
+    )
+    await sign_in(client, key.key)
+    page = (await client.get("/ui/")).text
+    assert '<strong id="total">2</strong>' in page
+    assert "alice:s2" in page and "gotcha" in page and "gotchas" in page
+    assert f"{reason} (" in page  # the rejections chart's legend
+    assert "GITHUB_TOKEN (1)" in page  # the redactions chart's legend
+    assert "pack calls (1)" in page
