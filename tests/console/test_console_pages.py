@@ -271,3 +271,17 @@ async def test_overview_counts_and_series(client: httpx.AsyncClient, key: Key) -
     assert f"{reason} (" in page  # the rejections chart's legend
     assert "GITHUB_TOKEN (1)" in page  # the redactions chart's legend
     assert "pack calls (1)" in page
+
+
+async def test_read_only_key_gets_no_edit_form_and_nul_is_refused(
+    client: httpx.AsyncClient, key: Key, make_key: KeyFactory
+) -> None:
+    mid = await _remember(client, key)
+    reader = await make_key(org=key.org, scopes=["read"])
+    await sign_in(client, reader.key)
+    assert (await client.get(f"/ui/memories/{mid}/edit")).status_code == 403
+    assert (await client.get(f"/ui/memories/{mid}/forget")).status_code == 403
+    client.cookies.clear()
+    csrf = await sign_in(client, key.key)
+    r = await client.post("/ui/pack", data={"csrf": csrf, "goal": "a\x00b", "namespace": "alice"})
+    assert r.status_code == 422 and "goal" in r.text
