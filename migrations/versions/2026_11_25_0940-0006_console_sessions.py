@@ -1,4 +1,4 @@
-"""console sessions: one row per signed-in console browser
+"""console sessions: one row per signed-in console browser; memory indexes for its pages
 
 Revision ID: 0006
 Revises: 0002
@@ -46,9 +46,25 @@ def upgrade() -> None:
     op.create_index(
         "ix_console_sessions_org_id_key_id", "console_sessions", ["org_id", "key_id"], unique=False
     )
+    # The console's pages at 100k memories (scripts/console_bench.py): newest-first listing,
+    # counts by type, supersession chains walked backwards.
+    op.create_index(
+        "ix_memories_org_id_created_at", "memories", ["org_id", "created_at"], unique=False
+    )
+    op.create_index("ix_memories_org_id_type", "memories", ["org_id", "type"], unique=False)
+    op.create_index(
+        "ix_memories_org_id_superseded_by",
+        "memories",
+        ["org_id", "superseded_by"],
+        unique=False,
+        postgresql_where=sa.text("superseded_by IS NOT NULL"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_memories_org_id_superseded_by", table_name="memories")
+    op.drop_index("ix_memories_org_id_type", table_name="memories")
+    op.drop_index("ix_memories_org_id_created_at", table_name="memories")
     op.drop_index("ix_console_sessions_org_id_key_id", table_name="console_sessions")
     op.drop_index("ix_console_sessions_token_hash", table_name="console_sessions")
     op.drop_table("console_sessions")

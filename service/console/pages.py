@@ -257,8 +257,18 @@ async def overview(request: Request) -> Response:
 @router.get("/namespaces", response_class=HTMLResponse)
 async def namespaces(request: Request) -> Response:
     console, calls = await _session(request)
-    roots, cut = await calls.read(lambda s: console_service.namespace_tree(s, console.caller))
-    return _page(request, console, "namespaces.html", roots=roots, cut=cut)
+    open_user = _opt(request.query_params.get("open"))
+    page = _int(request.query_params.get("page"), "page", 1, 1, 100_000)
+    roots, total = await calls.read(
+        lambda s: console_service.namespace_tree(
+            s, console.caller, open_user=open_user, page=page
+        )
+    )
+    per = console_service.TREE_USERS_PER_PAGE
+    return _page(
+        request, console, "namespaces.html", roots=roots, users=total, open_user=open_user,
+        page=page, pages=max(1, -(-total // per)),
+    )
 
 
 # --- memories -----------------------------------------------------------------------------

@@ -40,7 +40,7 @@ SESSION_HOURS = 12
 SERIES_DAYS = 14
 TOP_NAMESPACES = 15
 RECENT_WRITES = 10
-TREE_MAX_NAMESPACES = 5000
+TREE_USERS_PER_PAGE = 100
 
 
 def _hash(token: str) -> str:
@@ -173,30 +173,32 @@ class NamespaceNode:
     children: list[NamespaceNode] = field(default_factory=list)
 
 
-async def namespace_tree(session: AsyncSession, caller: Caller) -> tuple[list[NamespaceNode], bool]:
-    """The user -> session -> task tree of the namespaces holding memories, with each node's
-    own count and its subtree's. Returns the roots and whether the list was cut at
-    ``TREE_MAX_NAMESPACES`` namespaces (the largest are kept)."""
+async def namespace_tree(
+    session: AsyncSession, caller: Caller, *, open_user: str | None, page: int
+) -> tuple[list[NamespaceNode], int]:
+    """The user -> session -> task tree of the namespaces holding memories: one page of
+    ``TREE_USERS_PER_PAGE`` users (by name) with their subtree's count, and the user
+    ``open_user`` (if on the page) opened into its sessions and tasks, each node with its
+    own count and its subtree's. Returns the roots and the number of users."""
     caller.require("read")
-    rows = await ConsoleReadRepository(session).counts_by(
-        "namespace",
-        caller.org_id,
-        caller.namespace_prefixes,
-        caller.projects,
-        TREE_MAX_NAMESPACES + 1,
+    repo = ConsoleReadRepository(session)
+    pre, proj = caller.namespace_prefixes, caller.projects
+    users, total = await repo.user_counts(
+        caller.org_id, pre, proj, (page - 1) * TREE_USERS_PER_PAGE, TREE_USERS_PER_PAGE
     )
-    cut = len(rows) > TREE_MAX_NAMESPACES
-    nodes: dict[str, NamespaceNode] = {}
-    roots: list[NamespaceNode] = []
-    for ns, n in sorted(rows[:TREE_MAX_NAMESPACES]):
-        for path in namespaces.ancestors(ns):
-            if path not in nodes:
-                node = nodes[path] = NamespaceNode(name=path.rsplit(":", 1)[-1], path=path)
-                parent = path.rpartition(":")[0]
-                (nodes[parent].children if parent else roots).append(node)
-            nodes[path].total += n
-        nodes[ns].own += n
-    return roots, cut
+    roots = [NamespaceNode(name=u, path=u, total=n) for u, n in users]
+    for root in roots:
+        if root.path != open_user:
+            continue
+        nodes = {root.path: root}
+        for ns, n in await repo.subtree_counts(caller.org_id, pre, proj, root.path):
+            for path in namespaces.ancestors(ns)[1:]:
+                if path not in nodes:
+                    node = nodes[path] = NamespaceNode(name=path.rsplit(":", 1)[-1], path=path)
+                    nodes[path.rpartition(":")[0]].children.append(node)
+                nodes[path].total += n
+            nodes[ns].own += n
+    return roots, total
 
 
 # --- a memory's surroundings --------------------------------------------------------------

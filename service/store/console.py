@@ -111,6 +111,48 @@ class ConsoleReadRepository:
         )
         return [(str(k), int(n)) for k, n in (await self.session.execute(stmt)).all()]
 
+    async def user_counts(
+        self,
+        org_id: uuid.UUID,
+        prefixes: Sequence[str],
+        key_projects: Sequence[str],
+        offset: int,
+        limit: int,
+    ) -> tuple[list[tuple[str, int]], int]:
+        """Memory counts per user (a namespace's first segment), by user name, paged; and
+        how many users there are."""
+        user = func.split_part(Memory.namespace, ":", 1)
+        grouped = (
+            select(user.label("user"), func.count().label("n"))
+            .where(*self._memories(org_id, prefixes, key_projects))
+            .group_by(user)
+            .subquery()
+        )
+        rows = await self.session.execute(
+            select(grouped.c.user, grouped.c.n).order_by(grouped.c.user).offset(offset).limit(limit)
+        )
+        total = await self.session.execute(select(func.count()).select_from(grouped))
+        return [(str(u), int(n)) for u, n in rows.all()], int(total.scalar_one())
+
+    async def subtree_counts(
+        self,
+        org_id: uuid.UUID,
+        prefixes: Sequence[str],
+        key_projects: Sequence[str],
+        root: str,
+    ) -> list[tuple[str, int]]:
+        """Memory counts per namespace at ``root`` and under it."""
+        stmt = (
+            select(Memory.namespace, func.count())
+            .where(
+                *self._memories(org_id, prefixes, key_projects),
+                (Memory.namespace == root) | func.starts_with(Memory.namespace, root + ":"),
+            )
+            .group_by(Memory.namespace)
+            .order_by(Memory.namespace)
+        )
+        return [(str(k), int(n)) for k, n in (await self.session.execute(stmt)).all()]
+
     async def recent(
         self, org_id: uuid.UUID, prefixes: Sequence[str], key_projects: Sequence[str], limit: int
     ) -> list[Memory]:

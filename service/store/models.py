@@ -141,6 +141,16 @@ class Memory(Base):
         Index("ix_memories_org_id_namespace_created_at", "org_id", "namespace", "created_at"),
         Index("ix_memories_org_id_project", "org_id", "project"),
         Index("ix_memories_org_id_agent_id", "org_id", "agent_id"),
+        # Migration 0006 (the console): listing newest first, counting by type, and walking
+        # supersession chains backwards, without reading the whole org.
+        Index("ix_memories_org_id_created_at", "org_id", "created_at"),
+        Index("ix_memories_org_id_type", "org_id", "type"),
+        Index(
+            "ix_memories_org_id_superseded_by",
+            "org_id",
+            "superseded_by",
+            postgresql_where=text("superseded_by IS NOT NULL"),
+        ),
         Index(
             "ix_memories_embedding_hnsw",
             "embedding",
