@@ -52,6 +52,15 @@ def upgrade() -> None:
         "ix_memories_org_id_created_at", "memories", ["org_id", "created_at"], unique=False
     )
     op.create_index("ix_memories_org_id_type", "memories", ["org_id", "type"], unique=False)
+    # GET /v1/memories?namespace=u:* and the console's subtree filters: LIKE 'u:%' needs the
+    # pattern opclass whatever the database's collation.
+    op.create_index(
+        "ix_memories_org_id_namespace_pattern",
+        "memories",
+        ["org_id", "namespace"],
+        unique=False,
+        postgresql_ops={"namespace": "varchar_pattern_ops"},
+    )
     op.create_index(
         "ix_memories_org_id_superseded_by",
         "memories",
@@ -63,6 +72,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_memories_org_id_superseded_by", table_name="memories")
+    op.drop_index("ix_memories_org_id_namespace_pattern", table_name="memories")
     op.drop_index("ix_memories_org_id_type", table_name="memories")
     op.drop_index("ix_memories_org_id_created_at", table_name="memories")
     op.drop_index("ix_console_sessions_org_id_key_id", table_name="console_sessions")

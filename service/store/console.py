@@ -16,7 +16,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store.audit import AuditFilter, _conditions
-from service.store.memories import namespace_scope, project_scope
+from service.store.memories import namespace_scope, project_scope, under_namespace
 from service.store.models import ApiKey, AuditEvent, ConsoleSession, Memory
 from service.store.retrieval import Scope, scope_params, scope_sql, vector_literal
 
@@ -122,17 +122,19 @@ class ConsoleReadRepository:
         """Memory counts per user (a namespace's first segment), by user name, paged; and
         how many users there are."""
         user = func.split_part(Memory.namespace, ":", 1)
-        grouped = (
-            select(user.label("user"), func.count().label("n"))
+        stmt = (
+            select(user, func.count(), func.count().over())
             .where(*self._memories(org_id, prefixes, key_projects))
             .group_by(user)
-            .subquery()
+            .order_by(user)
+            .offset(offset)
+            .limit(limit)
         )
-        rows = await self.session.execute(
-            select(grouped.c.user, grouped.c.n).order_by(grouped.c.user).offset(offset).limit(limit)
-        )
-        total = await self.session.execute(select(func.count()).select_from(grouped))
-        return [(str(u), int(n)) for u, n in rows.all()], int(total.scalar_one())
+        rows = (await self.session.execute(stmt)).all()
+        if not rows and offset:
+            # Past the last page: the window saw no rows; count from the first.
+            return [], (await self.user_counts(org_id, prefixes, key_projects, 0, 1))[1]
+        return [(str(u), int(n)) for u, n, _ in rows], int(rows[0][2]) if rows else 0
 
     async def subtree_counts(
         self,
@@ -146,7 +148,7 @@ class ConsoleReadRepository:
             select(Memory.namespace, func.count())
             .where(
                 *self._memories(org_id, prefixes, key_projects),
-                (Memory.namespace == root) | func.starts_with(Memory.namespace, root + ":"),
+                (Memory.namespace == root) | under_namespace(root),
             )
             .group_by(Memory.namespace)
             .order_by(Memory.namespace)

@@ -49,6 +49,13 @@ def project_scope(key_projects: Sequence[str]) -> ColumnElement[bool]:
     return or_(Memory.project.is_(None), Memory.project.in_(list(key_projects)))
 
 
+def under_namespace(namespace: str) -> ColumnElement[bool]:
+    """Strictly under ``namespace`` (segment-wise), as ``LIKE 'ns:%'`` so the
+    varchar_pattern_ops index (migration 0006) serves it under any collation."""
+    escaped = namespace.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return Memory.namespace.like(escaped + ":%", escape="\\")
+
+
 class MemoryRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -301,7 +308,7 @@ class MemoryRepository:
         )
         if namespace is not None:
             stmt = stmt.where(
-                or_(Memory.namespace == namespace, func.starts_with(Memory.namespace, namespace + ":"))
+                or_(Memory.namespace == namespace, under_namespace(namespace))
                 if subtree
                 else Memory.namespace == namespace
             )

@@ -145,6 +145,13 @@ class Memory(Base):
         # supersession chains backwards, without reading the whole org.
         Index("ix_memories_org_id_created_at", "org_id", "created_at"),
         Index("ix_memories_org_id_type", "org_id", "type"),
+        # Subtree filters (``namespace LIKE 'u:s:%'``) under any collation.
+        Index(
+            "ix_memories_org_id_namespace_pattern",
+            "org_id",
+            "namespace",
+            postgresql_ops={"namespace": "varchar_pattern_ops"},
+        ),
         Index(
             "ix_memories_org_id_superseded_by",
             "org_id",
