@@ -50,20 +50,59 @@ from service.store.database import (  # noqa: E402
     upgrade,
 )
 
-TYPES = ["decision", "plan", "task", "idea", "claim", "constraint", "rule", "artifact",
-         "procedure", "pattern", "gotcha", "verification", "domain", "session", "episode"]
-SERVICES = ["billing", "search", "ingest", "auth", "notifications", "reporting", "gateway",
-            "scheduler", "payments", "profile", "export", "webhooks", "inventory", "pricing"]
-VERBS = ["moved to", "depends on", "must not call", "was rewritten around", "now caches",
-         "retries against", "is rate limited by", "replaced"]
+TYPES = [
+    "decision",
+    "plan",
+    "task",
+    "idea",
+    "claim",
+    "constraint",
+    "rule",
+    "artifact",
+    "procedure",
+    "pattern",
+    "gotcha",
+    "verification",
+    "domain",
+    "session",
+    "episode",
+]
+SERVICES = [
+    "billing",
+    "search",
+    "ingest",
+    "auth",
+    "notifications",
+    "reporting",
+    "gateway",
+    "scheduler",
+    "payments",
+    "profile",
+    "export",
+    "webhooks",
+    "inventory",
+    "pricing",
+]
+VERBS = [
+    "moved to",
+    "depends on",
+    "must not call",
+    "was rewritten around",
+    "now caches",
+    "retries against",
+    "is rate limited by",
+    "replaced",
+]
 REASONS = ["fragment", "raw_tool_output", "log_dump", "reasoning_chain", "symbol_heavy"]
 LABELS = ["EMAIL", "GITHUB_TOKEN", "AWS_ACCESS_KEY", "PHONE", "PASSWORD"]
 
 
 def _sentence(rng: random.Random, i: int) -> str:
     a, b = rng.sample(SERVICES, 2)
-    return (f"The {a} service {rng.choice(VERBS)} {b} after incident {i}; "
-            f"owners agreed on {rng.choice(['Monday', 'Friday'])} to keep it that way.")
+    return (
+        f"The {a} service {rng.choice(VERBS)} {b} after incident {i}; "
+        f"owners agreed on {rng.choice(['Monday', 'Friday'])} to keep it that way."
+    )
 
 
 async def _key(url: str, settings: Settings, org: str) -> tuple[str, uuid.UUID]:
@@ -71,7 +110,9 @@ async def _key(url: str, settings: Settings, org: str) -> tuple[str, uuid.UUID]:
     try:
         async with make_sessionmaker(engine)() as session:
             created = await key_service.create_key(
-                session, org=org, name="bench-admin",
+                session,
+                org=org,
+                name="bench-admin",
                 scopes=["read", "write", "admin"],
             )
             await session.commit()
@@ -91,23 +132,55 @@ def seed(url: str, org_id: uuid.UUID, n: int) -> dict[str, Any]:
             "COPY memories (org_id, id, namespace, type, name, content, content_hash, embedding, "
             "project, agent_id, tags, created_at, updated_at) FROM STDIN WITH (FORMAT BINARY)"
         ) as copy:
-            copy.set_types(["uuid", "uuid", "varchar", "varchar", "text", "text", "varchar",
-                            "vector", "varchar", "varchar", "text[]", "timestamptz",
-                            "timestamptz"])
+            copy.set_types(
+                [
+                    "uuid",
+                    "uuid",
+                    "varchar",
+                    "varchar",
+                    "text",
+                    "text",
+                    "varchar",
+                    "vector",
+                    "varchar",
+                    "varchar",
+                    "text[]",
+                    "timestamptz",
+                    "timestamptz",
+                ]
+            )
             now = time.time()
             for i in range(n):
                 u = rng.randrange(users)
                 depth = rng.random()
-                ns = f"user-{u:04d}" + (f":s{rng.randrange(4)}" if depth > 0.3 else "") + (
-                    f":t{rng.randrange(3)}" if depth > 0.8 else "")
+                ns = (
+                    f"user-{u:04d}"
+                    + (f":s{rng.randrange(4)}" if depth > 0.3 else "")
+                    + (f":t{rng.randrange(3)}" if depth > 0.8 else "")
+                )
                 text = _sentence(rng, i)
                 vec = np.random.default_rng(i).standard_normal(384).astype(np.float32)
                 vec /= np.linalg.norm(vec)
                 at = __import__("datetime").datetime.fromtimestamp(
-                    now - rng.random() * 14 * 86400, __import__("datetime").UTC)
-                copy.write_row((org_id, uuid.uuid4(), ns, rng.choice(TYPES), text[:80], text,
-                                content_hash(text), vec, rng.choice(["shop", "ops", None]),
-                                None, [rng.choice(SERVICES)], at, at))
+                    now - rng.random() * 14 * 86400, __import__("datetime").UTC
+                )
+                copy.write_row(
+                    (
+                        org_id,
+                        uuid.uuid4(),
+                        ns,
+                        rng.choice(TYPES),
+                        text[:80],
+                        text,
+                        content_hash(text),
+                        vec,
+                        rng.choice(["shop", "ops", None]),
+                        None,
+                        [rng.choice(SERVICES)],
+                        at,
+                        at,
+                    )
+                )
         conn.commit()
         seeded = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -155,7 +228,9 @@ def seed(url: str, org_id: uuid.UUID, n: int) -> dict[str, Any]:
     return {"copy_s": round(seeded, 1), "hnsw_s": round(indexed, 1), "audit_s": round(audited, 1)}
 
 
-async def measure(url: str, settings: Settings, key: str, repeat: int) -> list[tuple[str, list[float]]]:
+async def measure(
+    url: str, settings: Settings, key: str, repeat: int
+) -> list[tuple[str, list[float]]]:
     app = create_app(settings, embedder=FakeEmbedder(), database_url=url)
     results: list[tuple[str, list[float]]] = []
     async with app.router.lifespan_context(app):
@@ -169,7 +244,10 @@ async def measure(url: str, settings: Settings, key: str, repeat: int) -> list[t
             csrf = re.search(r'name="csrf" value="([^"]+)"', overview.text).group(1)  # type: ignore[union-attr]
             listing = (await c.get("/ui/memories?ns=user-0001")).text
             mid = re.search(r'data-id="([0-9a-f-]{36})"', listing).group(1)  # type: ignore[union-attr]
-            await c.post("/ui/pack", data={"csrf": csrf, "goal": "billing retries", "namespace": "user-0001:s1"})
+            await c.post(
+                "/ui/pack",
+                data={"csrf": csrf, "goal": "billing retries", "namespace": "user-0001:s1"},
+            )
             audit = (await c.get("/ui/audit?action=context")).text
             aid = re.search(r'data-id="([0-9a-f-]{36})"', audit).group(1)  # type: ignore[union-attr]
             pages: list[tuple[str, str, dict[str, str] | None]] = [
@@ -184,7 +262,15 @@ async def measure(url: str, settings: Settings, key: str, repeat: int) -> list[t
                 ("memories page 200", "/ui/memories?page=200", None),
                 ("memory detail", f"/ui/memories/{mid}", None),
                 ("edit form", f"/ui/memories/{mid}/edit", None),
-                ("pack preview", "/ui/pack", {"csrf": csrf, "goal": "billing retries after incidents", "namespace": "user-0001:s1"}),
+                (
+                    "pack preview",
+                    "/ui/pack",
+                    {
+                        "csrf": csrf,
+                        "goal": "billing retries after incidents",
+                        "namespace": "user-0001:s1",
+                    },
+                ),
                 ("audit", "/ui/audit", None),
                 ("audit filtered", "/ui/audit?action=remember&outcome=rejected", None),
                 ("audit row", f"/ui/audit/{aid}", None),
@@ -215,8 +301,14 @@ def main() -> None:
     ensure_database(admin, db)
     url = str(_with_database(admin, db))
     upgrade(url)
-    settings = Settings(database_url=url, embedder="fake", migrate_on_start=False,
-                        print_bootstrap_key=False, rate_limit_per_minute=0, data_dir=args.data_dir)
+    settings = Settings(
+        database_url=url,
+        embedder="fake",
+        migrate_on_start=False,
+        print_bootstrap_key=False,
+        rate_limit_per_minute=0,
+        data_dir=args.data_dir,
+    )
     key, org_id = asyncio.run(_key(url, settings, f"bench-{args.memories}"))
     with psycopg.connect(libpq_url(url)) as conn:
         have = conn.execute("SELECT count(*) FROM memories WHERE org_id = %s", (org_id,)).fetchone()
@@ -229,8 +321,10 @@ def main() -> None:
         print(f"seeding {args.memories} memories ...", flush=True)
         print("seed:", seed(url, org_id, args.memories), flush=True)
     results = asyncio.run(measure(url, settings, key, args.repeat))
-    print(f"\n{'page':<22} {'median ms':>10} {'p95 ms':>8}   ({args.memories} memories, "
-          f"{args.repeat} requests each, in-process over ASGI)")
+    print(
+        f"\n{'page':<22} {'median ms':>10} {'p95 ms':>8}   ({args.memories} memories, "
+        f"{args.repeat} requests each, in-process over ASGI)"
+    )
     for name, times in results:
         p95 = sorted(times)[max(0, round(0.95 * len(times)) - 1)]
         print(f"{name:<22} {statistics.median(times):>10.1f} {p95:>8.1f}")

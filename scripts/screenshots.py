@@ -40,21 +40,96 @@ from service.store.database import (  # noqa: E402
 from tests.console import live  # noqa: E402
 
 DEMO = [
-    ("alice", "decision", "We chose Postgres 17 for the billing service because logical replication feeds the reporting replica.", ["billing", "db"]),
-    ("alice", "constraint", "Billing invoices must be generated in UTC; the scheduler runs the job nightly at 02:00.", ["billing"]),
-    ("alice:s1", "gotcha", "The billing webhook retries three times and then silently drops the event; check the dead-letter queue.", ["billing", "webhooks"]),
-    ("alice:s1", "procedure", "To rotate the Stripe webhook secret: create the new secret, deploy it, then revoke the old one after an hour.", ["billing", "ops"]),
-    ("alice:s1", "decision", "Payments retries use exponential backoff with jitter, capped at five minutes.", ["payments"]),
-    ("alice:s1:t1", "task", "Migrate the invoice PDF renderer off the deprecated wkhtmltopdf binary.", ["billing"]),
-    ("alice:s2", "pattern", "Feature flags for billing changes are rolled out to five percent of orgs first, then to all.", ["flags"]),
-    ("alice:s2", "verification", "Verified: the reporting replica lags the primary by under two seconds at peak load.", ["db"]),
-    ("bob", "rule", "Never run schema migrations during the backup window between 01:00 and 01:30 UTC.", ["db", "ops"]),
-    ("bob:s1", "claim", "The search indexer drops documents larger than 10 MB without logging an error.", ["search"]),
-    ("bob:s1", "idea", "Split the notifications service so that email bounces no longer block push delivery.", ["notifications"]),
-    ("bob:s1", "artifact", "Runbook for the gateway: restart order is auth, then gateway, then the edge proxies.", ["gateway"]),
-    ("bob:s2", "episode", "Incident on Tuesday: the export job overlapped with the backup and timed out after 30 minutes.", ["incident"]),
-    ("carol", "domain", "Analytics events are retained for 13 months; raw clickstream for 30 days only.", ["analytics"]),
-    ("carol:s1", "plan", "Plan: move the mailer to the new queue, then retire the cron-based sender in December.", ["mailer"]),
+    (
+        "alice",
+        "decision",
+        "We chose Postgres 17 for the billing service because logical replication feeds the reporting replica.",
+        ["billing", "db"],
+    ),
+    (
+        "alice",
+        "constraint",
+        "Billing invoices must be generated in UTC; the scheduler runs the job nightly at 02:00.",
+        ["billing"],
+    ),
+    (
+        "alice:s1",
+        "gotcha",
+        "The billing webhook retries three times and then silently drops the event; check the dead-letter queue.",
+        ["billing", "webhooks"],
+    ),
+    (
+        "alice:s1",
+        "procedure",
+        "To rotate the Stripe webhook secret: create the new secret, deploy it, then revoke the old one after an hour.",
+        ["billing", "ops"],
+    ),
+    (
+        "alice:s1",
+        "decision",
+        "Payments retries use exponential backoff with jitter, capped at five minutes.",
+        ["payments"],
+    ),
+    (
+        "alice:s1:t1",
+        "task",
+        "Migrate the invoice PDF renderer off the deprecated wkhtmltopdf binary.",
+        ["billing"],
+    ),
+    (
+        "alice:s2",
+        "pattern",
+        "Feature flags for billing changes are rolled out to five percent of orgs first, then to all.",
+        ["flags"],
+    ),
+    (
+        "alice:s2",
+        "verification",
+        "Verified: the reporting replica lags the primary by under two seconds at peak load.",
+        ["db"],
+    ),
+    (
+        "bob",
+        "rule",
+        "Never run schema migrations during the backup window between 01:00 and 01:30 UTC.",
+        ["db", "ops"],
+    ),
+    (
+        "bob:s1",
+        "claim",
+        "The search indexer drops documents larger than 10 MB without logging an error.",
+        ["search"],
+    ),
+    (
+        "bob:s1",
+        "idea",
+        "Split the notifications service so that email bounces no longer block push delivery.",
+        ["notifications"],
+    ),
+    (
+        "bob:s1",
+        "artifact",
+        "Runbook for the gateway: restart order is auth, then gateway, then the edge proxies.",
+        ["gateway"],
+    ),
+    (
+        "bob:s2",
+        "episode",
+        "Incident on Tuesday: the export job overlapped with the backup and timed out after 30 minutes.",
+        ["incident"],
+    ),
+    (
+        "carol",
+        "domain",
+        "Analytics events are retained for 13 months; raw clickstream for 30 days only.",
+        ["analytics"],
+    ),
+    (
+        "carol:s1",
+        "plan",
+        "Plan: move the mailer to the new queue, then retire the cron-based sender in December.",
+        ["mailer"],
+    ),
 ]
 
 
@@ -77,34 +152,68 @@ def seed(api: httpx.Client, headers: dict[str, str]) -> dict[str, Any]:
     for ns, typ, text, tags in DEMO:
         r = api.post(
             "/v1/remember",
-            json={"namespace": ns, "type": typ, "content": text, "tags": tags, "agent_id": None,
-                  "project": "shop", "origin": "demo-agent", "url": "https://wiki.example.com/billing"},
+            json={
+                "namespace": ns,
+                "type": typ,
+                "content": text,
+                "tags": tags,
+                "agent_id": None,
+                "project": "shop",
+                "origin": "demo-agent",
+                "url": "https://wiki.example.com/billing",
+            },
             headers=headers,
         )
         r.raise_for_status()
         ids.append(r.json()["id"])
     newer = api.post(
         "/v1/remember",
-        json={"namespace": "alice", "type": "decision", "project": "shop",
-              "content": "Billing moved to Postgres 17 with a second replica for the finance dashboards.",
-              "supersedes": ids[0], "related": [{"id": ids[1], "relationship": "depends_on"}]},
+        json={
+            "namespace": "alice",
+            "type": "decision",
+            "project": "shop",
+            "content": "Billing moved to Postgres 17 with a second replica for the finance dashboards.",
+            "supersedes": ids[0],
+            "related": [{"id": ids[1], "relationship": "depends_on"}],
+        },
         headers=headers,
     )
     newer.raise_for_status()
-    api.post("/v1/remember", json={"namespace": "alice:s1", "type": "gotcha", "content":
-             "Deploys fail when the CI token ghp_" + "x" * 36 + " expires; it is rotated monthly."},
-             headers=headers).raise_for_status()
-    for bad in ("ok", "Thinking... let me check the logs first, then maybe retry", "a3f9c0d1e2b4" * 8):
+    api.post(
+        "/v1/remember",
+        json={
+            "namespace": "alice:s1",
+            "type": "gotcha",
+            "content": "Deploys fail when the CI token ghp_"
+            + "x" * 36
+            + " expires; it is rotated monthly.",
+        },
+        headers=headers,
+    ).raise_for_status()
+    for bad in (
+        "ok",
+        "Thinking... let me check the logs first, then maybe retry",
+        "a3f9c0d1e2b4" * 8,
+    ):
         api.post("/v1/remember", json={"namespace": "alice:s1", "content": bad}, headers=headers)
     pack = None
-    for goal in ("Fix the billing webhook that drops events", "Which database does billing use?",
-                 "Plan the mailer migration"):
+    for goal in (
+        "Fix the billing webhook that drops events",
+        "Which database does billing use?",
+        "Plan the mailer migration",
+    ):
         r = api.post("/v1/context", json={"goal": goal, "namespace": "alice:s1"}, headers=headers)
         r.raise_for_status()
         pack = pack or r.json()
-    api.post("/v1/remember", json={"namespace": "alice:s1", "type": "gotcha", "content":
-             "The billing webhook handler must be idempotent: Stripe can deliver the same event twice."},
-             headers=headers).raise_for_status()
+    api.post(
+        "/v1/remember",
+        json={
+            "namespace": "alice:s1",
+            "type": "gotcha",
+            "content": "The billing webhook handler must be idempotent: Stripe can deliver the same event twice.",
+        },
+        headers=headers,
+    ).raise_for_status()
     return {"memory": newer.json()["id"], "pack": pack, "first": ids[2]}
 
 
@@ -124,7 +233,7 @@ def shoot(base: str, key: str, demo: dict[str, Any], out: Path) -> list[Path]:
         snap("login")
         live.sign_in(d, base, key)
         snap("overview")
-        d.get(base + "/ui/namespaces")
+        d.get(base + "/ui/namespaces?open=alice")
         snap("namespaces")
         d.get(base + "/ui/memories?ns=alice")
         snap("memories")
@@ -174,8 +283,12 @@ def main() -> None:
         url = str(_with_database(admin, "ctxpack_demo"))
         upgrade(url)
         settings = Settings(
-            database_url=url, embedder=args.embedder, migrate_on_start=False,
-            print_bootstrap_key=False, rate_limit_per_minute=0, data_dir=root,
+            database_url=url,
+            embedder=args.embedder,
+            migrate_on_start=False,
+            print_bootstrap_key=False,
+            rate_limit_per_minute=0,
+            data_dir=root,
         )
         key = asyncio.run(_make_key(url, settings))
         app = create_app(settings, database_url=url)

@@ -260,14 +260,18 @@ async def namespaces(request: Request) -> Response:
     open_user = _opt(request.query_params.get("open"))
     page = _int(request.query_params.get("page"), "page", 1, 1, 100_000)
     roots, total = await calls.read(
-        lambda s: console_service.namespace_tree(
-            s, console.caller, open_user=open_user, page=page
-        )
+        lambda s: console_service.namespace_tree(s, console.caller, open_user=open_user, page=page)
     )
     per = console_service.TREE_USERS_PER_PAGE
     return _page(
-        request, console, "namespaces.html", roots=roots, users=total, open_user=open_user,
-        page=page, pages=max(1, -(-total // per)),
+        request,
+        console,
+        "namespaces.html",
+        roots=roots,
+        users=total,
+        open_user=open_user,
+        page=page,
+        pages=max(1, -(-total // per)),
     )
 
 

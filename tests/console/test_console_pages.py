@@ -247,8 +247,13 @@ async def test_swagger_docs_are_self_hosted(client: httpx.AsyncClient) -> None:
 async def test_overview_counts_and_series(client: httpx.AsyncClient, key: Key) -> None:
     await _remember(client, key)
     await _remember(
-        client, key, type="gotcha", namespace="alice:s2",
-        content="Gotcha: deploys fail when the token ghp_" + "b" * 36 + " expires; rotate it monthly.",
+        client,
+        key,
+        type="gotcha",
+        namespace="alice:s2",
+        content="Gotcha: deploys fail when the token ghp_"
+        + "b" * 36
+        + " expires; rotate it monthly.",
     )
     refused = await client.post(
         "/v1/remember", json={"namespace": "alice", "content": "ok"}, headers=key.headers
@@ -262,7 +267,9 @@ async def test_overview_counts_and_series(client: httpx.AsyncClient, key: Key) -
     )
     assert batch.json()["rejected"] == 1
     await client.post(
-        "/v1/context", json={"goal": "billing database", "namespace": "alice:s1"}, headers=key.headers
+        "/v1/context",
+        json={"goal": "billing database", "namespace": "alice:s1"},
+        headers=key.headers,
     )
     await sign_in(client, key.key)
     page = (await client.get("/ui/")).text
