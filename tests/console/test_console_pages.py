@@ -292,3 +292,15 @@ async def test_read_only_key_gets_no_edit_form_and_nul_is_refused(
     csrf = await sign_in(client, key.key)
     r = await client.post("/ui/pack", data={"csrf": csrf, "goal": "a\x00b", "namespace": "alice"})
     assert r.status_code == 422 and "goal" in r.text
+
+
+async def test_cookie_is_secure_behind_https(app: object, key: Key) -> None:
+    transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+    async with httpx.AsyncClient(transport=transport, base_url="https://console.test") as c:
+        form = await c.get("/ui/login")
+        r = await c.post(
+            "/ui/login", data={"csrf": csrf_of(form.text), "key": key.key}, follow_redirects=False
+        )
+        assert r.status_code == 303
+        assert "Secure" in r.headers["set-cookie"]
+        assert "Path=/ui" in r.headers["set-cookie"]
