@@ -358,6 +358,7 @@ async def edit_form(request: Request, memory_id: str) -> Response:
         sha=_content_sha(item.content),
         tags=", ".join(item.tags),
         rejected=None,
+        sent=None,
     )
 
 
@@ -412,6 +413,14 @@ async def edit(request: Request, memory_id: str) -> Response:
             sha=form.get("content_sha", ""),
             tags=form.get("tags", ""),
             rejected=exc.reasons,
+            sent=_Sent(
+                id=mid,
+                name=form.get("name", ""),
+                type=form.get("type", ""),
+                url=form.get("url", ""),
+                source=form.get("source", ""),
+                tags=[],
+            ),
         )
         response.status_code = 422
         return response

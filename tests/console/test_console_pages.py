@@ -102,8 +102,11 @@ async def test_edit_goes_through_the_gate_and_is_audited(
         "url": "",
         "source": "",
     }
-    rejected = await client.post(f"/ui/memories/{mid}/edit", data={**base, "content": "ok"})
+    rejected = await client.post(
+        f"/ui/memories/{mid}/edit", data={**base, "content": "ok", "name": "A name typed"}
+    )
     assert rejected.status_code == 422 and "gate-rejected" in rejected.text
+    assert 'value="A name typed"' in rejected.text  # the form comes back as it was sent
     ok = await client.post(
         f"/ui/memories/{mid}/edit",
         data={
