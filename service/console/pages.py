@@ -536,7 +536,7 @@ async def pack(request: Request) -> Response:
 # --- audit ----------------------------------------------------------------------------------
 
 
-AUDIT_FILTERS = ("action", "outcome", "namespace", "key_id", "memory_id")
+AUDIT_FILTERS = ("action", "outcome", "namespace", "key_id", "memory_id", "since", "until")
 
 
 @router.get("/audit", response_class=HTMLResponse)

@@ -74,7 +74,7 @@ async def test_every_page_renders(client: httpx.AsyncClient, key: Key) -> None:
         f"/ui/memories/{mid}/forget",
         "/ui/pack",
         "/ui/audit",
-        "/ui/audit?action=context",
+        "/ui/audit?action=context&since=2020-01-01&until=2100-01-01",
         "/ui/keys",
     ):
         r = await client.get(path)
