@@ -1,7 +1,7 @@
 """initial schema
 
 Revision ID: 0001
-Revises:
+Revises: 
 Create Date: 2026-11-22 00:47:15.685139
 """
 
