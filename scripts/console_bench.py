@@ -25,7 +25,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import httpx
 import numpy as np
@@ -40,6 +40,7 @@ from service.config import Settings  # noqa: E402
 from service.domain import keys as key_service  # noqa: E402
 from service.domain.remember import content_hash  # noqa: E402
 from service.embedding.fake import FakeEmbedder  # noqa: E402
+from service.schemas.memories import MemoryType  # noqa: E402
 from service.store.database import (  # noqa: E402
     _with_database,
     create_engine,
@@ -50,23 +51,7 @@ from service.store.database import (  # noqa: E402
     upgrade,
 )
 
-TYPES = [
-    "decision",
-    "plan",
-    "task",
-    "idea",
-    "claim",
-    "constraint",
-    "rule",
-    "artifact",
-    "procedure",
-    "pattern",
-    "gotcha",
-    "verification",
-    "domain",
-    "session",
-    "episode",
-]
+TYPES = list(get_args(MemoryType))
 SERVICES = [
     "billing",
     "search",

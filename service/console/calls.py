@@ -9,14 +9,15 @@ the only one to switch over.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import TypeVar
 
 from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.api.deps import AppState
+from service.api.deps import _unit_of_work as unit_of_work
 from service.api.errors import _audit_failure
 from service.domain import caller_cache
 from service.domain import console as console_service
@@ -29,17 +30,10 @@ T = TypeVar("T")
 Work = Callable[[AsyncSession, AuditContext], Awaitable[T]]
 
 
-@contextlib.asynccontextmanager
-async def _unit_of_work(state: AppState, pack: bool) -> AsyncIterator[AsyncSession]:
-    """One unit of work per call: commit on success, roll back on any error."""
-    maker = state.pack_sessionmaker if pack else state.sessionmaker
-    async with maker() as session:
-        try:
-            yield session
-            await session.commit()
-        except BaseException:
-            await session.rollback()
-            raise
+def _unit_of_work(state: AppState, pack: bool) -> AbstractAsyncContextManager[AsyncSession]:
+    """The API's unit of work (commit on success, roll back on any error), on the pack pool
+    for context packs as POST /v1/context."""
+    return unit_of_work(state.pack_sessionmaker if pack else state.sessionmaker)
 
 
 class ConsoleCalls:

@@ -79,15 +79,9 @@ async def resume_session(session: AsyncSession, token: str) -> ConsoleSession | 
     if found is None:
         return None
     row, key = found
-    caller = Caller(
-        org_id=key.org_id,
-        key_id=key.id,
-        key_name=key.name,
-        scopes=frozenset(key.scopes),
-        projects=tuple(key.projects),
-        namespace_prefixes=tuple(key.namespace_prefixes),
+    return ConsoleSession(
+        caller=key_service.caller_of(key), csrf_token=row.csrf_token, session_id=row.id
     )
-    return ConsoleSession(caller=caller, csrf_token=row.csrf_token, session_id=row.id)
 
 
 async def end_session(session: AsyncSession, token: str) -> None:
