@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 HOST ?=
 PORT ?=
 
-.PHONY: install run test test-slow load bench lint clean
+.PHONY: install run test test-slow load bench lint clean screenshots console-bench
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), sys.version' || { echo "need Python >= 3.11 (set PYTHON=...)"; exit 1; }
@@ -61,6 +61,17 @@ $(BENCH_STAMP): pyproject.toml
 # bench-results/. More: make bench BENCH_ARGS="--sizes 10000,100000 --budget-minutes 0"
 bench: $(BENCH_STAMP)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BENCH_BIN)/python -m bench $(BENCH_ARGS)
+
+# A PNG of each console page on a seeded demo store, in docs/screenshots/ (needs Debian's
+# chromium and chromium-driver).
+screenshots: $(STAMP)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH=. $(BIN)/python scripts/screenshots.py
+
+# Server-side render time of each console page at CONSOLE_BENCH_MEMORIES memories.
+CONSOLE_BENCH_MEMORIES ?= 100000
+console-bench: $(STAMP)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH=. $(BIN)/python scripts/console_bench.py \
+		--memories $(CONSOLE_BENCH_MEMORIES)
 
 lint: $(STAMP)
 	$(BIN)/ruff check service tests scripts bench

@@ -17,6 +17,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service import console
 from service.api import health, metrics, routers
 from service.api.errors import error_response, install_error_handlers
 from service.api.json_guard import JsonGuard
@@ -131,6 +132,9 @@ def create_app(
         version="0.1.0",
         description=API_DESCRIPTION,
         lifespan=lifespan,
+        # Self-hosted Swagger UI instead (service/api/docs.py): FastAPI's loads from a CDN.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     install_error_handlers(app)
@@ -140,6 +144,8 @@ def create_app(
     # MCP (streamable HTTP) at /mcp, same Bearer keys: mounted here, beside the API, so
     # that neither transport imports the other.
     app.router.routes.append(Route(MCP_PATH, mcp_endpoint, include_in_schema=False))
+    # The web console at /ui: a third face on the same call runner.
+    console.install(app, settings)
     # Appended, so innermost: inside RequestGuard, which bounds the body JsonGuard buffers.
     app.user_middleware.append(Middleware(JsonGuard))
     document_limits(app)

@@ -75,6 +75,7 @@ class Transport(StrEnum):
     HTTP = "http"
     MCP = "mcp"
     CLI = "cli"
+    CONSOLE = "console"
 
 
 def parse_bearer(header: str | None) -> str:

@@ -23,3 +23,6 @@ def install(app: FastAPI, settings: Settings) -> None:
     from service.api import audit  # the audit trail (its retention job runs in app.py)
 
     app.include_router(audit.router)
+    from service.api import docs  # /docs: Swagger UI from a Python package, no CDN
+
+    docs.install(app)

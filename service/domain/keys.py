@@ -69,6 +69,11 @@ async def authenticate(session: AsyncSession, key: str) -> auth.Caller | None:
     row = await KeyRepository(session).active_by_hash(auth.hash_key(key))
     if row is None:
         return None
+    return caller_of(row)
+
+
+def caller_of(row: models.ApiKey) -> auth.Caller:
+    """The caller an active key's row identifies (its org, scopes and limits)."""
     return auth.Caller(
         org_id=row.org_id,
         key_id=row.id,

@@ -116,11 +116,13 @@ async def list_memories(
     tag: str | None,
     offset: int,
     limit: int,
+    text_query: str | None = None,
 ) -> MemoryPage:
     """Memories within the key's reach, newest first, filtered and paged.
 
     ``namespace``: ``u:s`` for exactly that namespace, ``u:s:*`` for the subtree, ``*`` or
-    None for everything the key may see."""
+    None for everything the key may see. ``text_query``: full-text search over name and
+    content (web-search syntax: words, "phrases", -exclusions)."""
     caller.require("read")
     ns, subtree = (None, True) if namespace is None else parse_namespace_filter(namespace)
     if ns is not None and not subtree:
@@ -135,6 +137,10 @@ async def list_memories(
         "namespace": namespace, "type": type_, "project": project, "agent_id": agent_id,
         "tag": tag, "offset": offset, "limit": limit,
     }
+    if text_query is not None:
+        if "\x00" in text_query or len(text_query) > 500:
+            raise InvalidInput("q", "a text query is at most 500 characters, without NUL")
+        ctx.request["q_chars"] = len(text_query)
     rows, total = await MemoryRepository(session).list(
         caller.org_id,
         prefixes=caller.namespace_prefixes,
@@ -145,6 +151,7 @@ async def list_memories(
         project=project,
         agent_id=agent_id,
         tag=tag,
+        text_query=text_query,
         offset=offset,
         limit=limit,
     )

@@ -74,6 +74,13 @@ def _dup_reach_sql(key_projects: Sequence[str]) -> str:
 ContentKey = tuple[str, str | None, str | None, str]
 
 
+def under_namespace(namespace: str) -> ColumnElement[bool]:
+    """Strictly under ``namespace`` (segment-wise), as ``LIKE 'ns:%'`` so the
+    varchar_pattern_ops index (migration 0006) serves it under any collation."""
+    escaped = namespace.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return Memory.namespace.like(escaped + ":%", escape="\\")
+
+
 class MemoryRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -449,13 +456,14 @@ class MemoryRepository:
         project: str | None,
         agent_id: str | None,
         tag: str | None,
+        text_query: str | None = None,
     ) -> Select[Any]:
         stmt = select(Memory).where(
             Memory.org_id == org_id, namespace_scope(prefixes), project_scope(key_projects)
         )
         if namespace is not None:
             stmt = stmt.where(
-                or_(Memory.namespace == namespace, func.starts_with(Memory.namespace, namespace + ":"))
+                or_(Memory.namespace == namespace, under_namespace(namespace))
                 if subtree
                 else Memory.namespace == namespace
             )
@@ -467,6 +475,9 @@ class MemoryRepository:
             stmt = stmt.where(Memory.agent_id == agent_id)
         if tag is not None:
             stmt = stmt.where(Memory.tags.contains([tag]))
+        if text_query is not None:
+            # Full text over name and content (the GIN index on tsv), web-search syntax.
+            stmt = stmt.where(Memory.tsv.op("@@")(func.websearch_to_tsquery("english", text_query)))
         return stmt
 
     async def list(

@@ -157,6 +157,23 @@ class Memory(Base):
         Index("ix_memories_org_id_namespace_created_at", "org_id", "namespace", "created_at"),
         Index("ix_memories_org_id_project", "org_id", "project"),
         Index("ix_memories_org_id_agent_id", "org_id", "agent_id"),
+        # Migration 0006 (the console): listing newest first, counting by type, and walking
+        # supersession chains backwards, without reading the whole org.
+        Index("ix_memories_org_id_created_at", "org_id", "created_at"),
+        Index("ix_memories_org_id_type", "org_id", "type"),
+        # Subtree filters (``namespace LIKE 'u:s:%'``) under any collation.
+        Index(
+            "ix_memories_org_id_namespace_pattern",
+            "org_id",
+            "namespace",
+            postgresql_ops={"namespace": "varchar_pattern_ops"},
+        ),
+        Index(
+            "ix_memories_org_id_superseded_by",
+            "org_id",
+            "superseded_by",
+            postgresql_where=text("superseded_by IS NOT NULL"),
+        ),
         Index(
             "ix_memories_embedding_hnsw",
             "embedding",
@@ -257,4 +274,28 @@ class Artifact(Base):
         PrimaryKeyConstraint("org_id", "id"),
         ForeignKeyConstraint(["org_id"], ["orgs.org_id"], ondelete="CASCADE"),
         Index("ix_artifacts_org_id_namespace", "org_id", "namespace"),
+    )
+
+
+class ConsoleSession(Base):
+    """A signed-in console browser (migration 0006). The cookie holds a random token; only its
+    SHA-256 is stored. A session is valid while its key is not revoked and it has not expired:
+    revoking the key ends it at once, because every lookup joins the active key."""
+
+    __tablename__ = "console_sessions"
+    org_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), nullable=False)
+    id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), nullable=False)
+    key_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), nullable=False)
+    token_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    csrf_token: Mapped[str] = mapped_column(String(64), nullable=False)
+    created_at: Mapped[datetime] = _now()
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    __table_args__ = (
+        PrimaryKeyConstraint("org_id", "id"),
+        ForeignKeyConstraint(
+            ["org_id", "key_id"], ["api_keys.org_id", "api_keys.id"], ondelete="CASCADE"
+        ),
+        # The cookie's token is looked up before the org is known.
+        Index("ix_console_sessions_token_hash", "token_hash", unique=True),
+        Index("ix_console_sessions_org_id_key_id", "org_id", "key_id"),
     )

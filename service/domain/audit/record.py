@@ -39,6 +39,10 @@ class AuditAction(StrEnum):
     DELETE = "delete"
     REPLAY = "replay"
     RATE_LIMITED = "rate_limited"
+    CONSOLE_LOGIN = "console_login"
+    CONSOLE_LOGOUT = "console_logout"
+    KEY_CREATE = "key_create"
+    KEY_REVOKE = "key_revoke"
 
 
 @dataclass
