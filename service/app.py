@@ -17,12 +17,12 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service import console
 from service.api import health, metrics, routers
 from service.api.errors import error_response, install_error_handlers
 from service.api.json_guard import JsonGuard
 from service.api.openapi import document_limits
 from service.config import Settings
+from service.console import mount as console
 from service.domain import audit as audit_service
 from service.embedding import Embedder
 from service.mcp.http import PATH as MCP_PATH
