@@ -23,6 +23,9 @@ def install(app: FastAPI, settings: Settings) -> None:
     from service.api import audit  # the audit trail and its retention job
 
     audit.install(app, settings)
+    from service.api import lifecycle  # DELETE /v1/namespaces/{ns}; the expiry job
+
+    lifecycle.install(app, settings)
     from service.mcp import http as mcp_http  # MCP (streamable HTTP) at /mcp, same Bearer keys
 
     mcp_http.install(app, settings)

@@ -19,6 +19,7 @@ import re
 import unicodedata
 import uuid
 from dataclasses import dataclass, field, fields
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -28,6 +29,7 @@ from service.config import Settings
 from service.domain import audit as audit_service
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
+from service.domain.expiry import expiry_of, purge_colliding
 from service.domain.facets import facet_of
 from service.domain.redaction import Redactor, merge_counts
 from service.domain.write_gate import GateConfig, GateVerdict, WriteGate
@@ -127,6 +129,7 @@ class _Prepared:
     redactions: dict[str, int] = field(default_factory=dict)
     verdict: GateVerdict | None = None
     hash: str = ""
+    expires_at: datetime | None = None
     warnings: list[str] = field(default_factory=list)
     rejection: list[GateReasonOut] | None = None
 
@@ -149,6 +152,7 @@ def _prepare(
         raise InvalidInput(f"{prefix}name", "NUL characters are not allowed in text")
 
     item = _Prepared(index=index, request=req)
+    item.expires_at = expiry_of(req, settings, prefix)
     content = _REDACTOR.redact(req.content)
     name = _REDACTOR.redact(req.name) if req.name else None
     url = _REDACTOR.redact(req.url) if req.url else None
@@ -268,6 +272,11 @@ async def _store(
     if not accepted:
         return outcome
 
+    # An expired memory that is not purged yet must not make this write a "duplicate" of
+    # something nobody can read any more: purge it first (audited like the expiry job).
+    await purge_colliding(
+        session, caller.org_id, list({(i.request.namespace, i.hash) for i in accepted})
+    )
     fresh: list[_Prepared] = []
     repeats: dict[int, int] = {}  # item index -> index of the same content earlier in the batch
     near: dict[int, list[tuple[uuid.UUID, str, float]]]
@@ -335,6 +344,7 @@ async def _store(
             "origin": i.request.origin,
             "url": i.url,
             "valid_at": i.request.valid_at,
+            "expires_at": i.expires_at,
             "meta": i.metadata,
         }
         for i, vec in zip(fresh, vectors, strict=True)
@@ -420,6 +430,7 @@ async def remember(
         near_duplicates=dups,
         warnings=item.warnings,
         audit_id=audit_id,
+        expires_at=item.expires_at if status == "created" else None,
     )
 
 
@@ -463,6 +474,7 @@ async def remember_batch(
                 id=memory_id,
                 redactions=item.redaction_list,
                 near_duplicates=dups,
+                expires_at=item.expires_at if status == "created" else None,
             )
         )
     counts = {s: sum(1 for r in results if r.status == s) for s in ("created", "duplicate", "rejected")}

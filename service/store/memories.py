@@ -42,6 +42,12 @@ def namespace_scope(prefixes: Sequence[str]) -> ColumnElement[bool]:
     )
 
 
+def live() -> ColumnElement[bool]:
+    """SQL predicate: the memory has not expired. Expired rows leave every read at once, before
+    the expiry job purges them."""
+    return or_(Memory.expires_at.is_(None), Memory.expires_at > func.now())
+
+
 def project_scope(key_projects: Sequence[str]) -> ColumnElement[bool]:
     """SQL predicate: a key limited to projects sees those projects and project-less memories."""
     if not key_projects:
@@ -64,6 +70,7 @@ class MemoryRepository:
         stmt = select(Memory.namespace, Memory.content_hash, Memory.id).where(
             Memory.org_id == org_id,
             tuple_(Memory.namespace, Memory.content_hash).in_(list(keys)),
+            live(),
         )
         rows = await self.session.execute(stmt)
         return {(ns, h): mid for ns, h, mid in rows.all()}
@@ -83,6 +90,7 @@ class MemoryRepository:
             Memory.id.in_(list(ids)),
             namespace_scope(prefixes),
             project_scope(key_projects),
+            live(),
         )
         return set((await self.session.execute(stmt)).scalars().all())
 
@@ -115,7 +123,7 @@ class MemoryRepository:
                 SELECT id, name, embedding <=> p.vec AS dist
                 FROM memories
                 WHERE org_id = :org AND namespace = p.namespace AND type = p.type
-                  AND superseded_by IS NULL
+                  AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > now())
                 -- "+ 0": an exact scan of the namespace behind the btree, never HNSW. With a
                 -- selective namespace filter HNSW walks most of the graph to fill the limit.
                 ORDER BY (embedding <=> p.vec) + 0
@@ -157,6 +165,7 @@ class MemoryRepository:
             (SELECT true AS exact, id, NULL::text AS name, NULL::float8 AS score
              FROM memories
              WHERE org_id = :org AND namespace = :namespace AND content_hash = :hash
+               AND (expires_at IS NULL OR expires_at > now())
              LIMIT 1)
             UNION ALL
             (SELECT false, m.id, m.name, 1 - m.dist
@@ -165,7 +174,7 @@ class MemoryRepository:
                  SELECT id, name, embedding <=> p.vec AS dist
                  FROM memories
                  WHERE org_id = :org AND namespace = :namespace AND type = :type
-                   AND superseded_by IS NULL
+                   AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > now())
                  ORDER BY (embedding <=> p.vec) + 0  -- exact, see near_duplicates
                  LIMIT :lim
              ) m
@@ -253,6 +262,7 @@ class MemoryRepository:
             Memory.id == memory_id,
             namespace_scope(prefixes),
             project_scope(key_projects),
+            live(),
         )
         if for_update:
             stmt = stmt.with_for_update()
@@ -270,13 +280,13 @@ class MemoryRepository:
             select(Memory.id, Memory.type, Memory.name, Relation.relationship)
             .join(Relation, and_(Relation.org_id == Memory.org_id, Relation.target_id == Memory.id))
             .where(Relation.org_id == org_id, Relation.source_id == memory_id)
-            .where(namespace_scope(prefixes), project_scope(key_projects))
+            .where(namespace_scope(prefixes), project_scope(key_projects), live())
         )
         in_stmt = (
             select(Memory.id, Memory.type, Memory.name, Relation.relationship)
             .join(Relation, and_(Relation.org_id == Memory.org_id, Relation.source_id == Memory.id))
             .where(Relation.org_id == org_id, Relation.target_id == memory_id)
-            .where(namespace_scope(prefixes), project_scope(key_projects))
+            .where(namespace_scope(prefixes), project_scope(key_projects), live())
         )
         rows = [(*r, "outgoing") for r in (await self.session.execute(out_stmt)).all()]
         rows += [(*r, "incoming") for r in (await self.session.execute(in_stmt)).all()]
@@ -296,7 +306,7 @@ class MemoryRepository:
         tag: str | None,
     ) -> Select[Any]:
         stmt = select(Memory).where(
-            Memory.org_id == org_id, namespace_scope(prefixes), project_scope(key_projects)
+            Memory.org_id == org_id, namespace_scope(prefixes), project_scope(key_projects), live()
         )
         if namespace is not None:
             stmt = stmt.where(
