@@ -12,7 +12,8 @@ Rules:
   erased memory had superseded become current again.
 - The audit trail keeps only ids: every row naming an erased memory has the memory's name
   (which may be derived from its content) replaced by ``[erased]`` wherever it holds it as a
-  whole string, as a single delete does. The erase itself is audited (action ``erase``) with
+  whole string, as a single delete does; the goals of the calls made at the subtree (free
+  text about the user) become ``[erased]`` too. The erase itself is audited (action ``erase``) with
   the erased ids and the counts.
 - The answer is a receipt: counts per kind, the time, the audit id.
 """
@@ -122,6 +123,7 @@ async def erase_namespace(
     ids = [mid for mid, _ in doomed]
     relations = await repo.count_relations(caller.org_id, ids)
     scrubbed = await scrub_trail(session, caller.org_id, ids, [name for _, name in doomed])
+    scrubbed += await repo.erase_goals(caller.org_id, namespace, ERASED)
     await repo.unsupersede(caller.org_id, ids)
     artifacts = await repo.delete_artifacts(caller.org_id, namespace, ids)
     memories = await repo.delete_memories(caller.org_id, ids)

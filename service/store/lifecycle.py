@@ -134,6 +134,20 @@ class LifecycleRepository:
             .values(request=request, details=details)
         )
 
+    async def erase_goals(self, org_id: uuid.UUID, namespace: str, replacement: str) -> int:
+        """Replace the goal (free text about the user) of the calls made at the subtree."""
+        stmt = text(
+            """
+            UPDATE audit_events
+            SET request = jsonb_set(request, '{goal}', to_jsonb(CAST(:repl AS text)))
+            WHERE org_id = :org AND (namespace = :ns OR starts_with(namespace, :under))
+              AND request ? 'goal' AND request->>'goal' IS DISTINCT FROM :repl
+            """
+        )
+        params = {"org": org_id, "ns": namespace, "under": namespace + ":", "repl": replacement}
+        result = await self.session.execute(stmt, params)
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
     # --- expiry -----------------------------------------------------------------------
 
     async def expired(
