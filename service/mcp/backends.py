@@ -15,6 +15,7 @@ built once and handed in.
 from __future__ import annotations
 
 import logging
+import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
@@ -27,6 +28,7 @@ from service.config import Settings
 from service.domain import artifacts as artifact_service
 from service.domain import audit as audit_service
 from service.domain import context as context_service
+from service.domain import erase as erase_service
 from service.domain import keys as key_service
 from service.domain import memories as memory_service
 from service.domain import remember as remember_service
@@ -42,6 +44,7 @@ from service.errors import (
 from service.mcp.inputs import ListMemoriesInput, RecallArtifactInput
 from service.schemas.artifacts import ArtifactFields
 from service.schemas.context import ContextRequest, ContextResponse
+from service.schemas.lifecycle import EraseReceipt
 from service.schemas.memories import (
     DeleteResponse,
     MemoryPage,
@@ -77,6 +80,8 @@ class Backend(Protocol):
     async def list_memories(self, rc: Any, query: ListMemoriesInput) -> MemoryPage: ...
 
     async def forget(self, rc: Any, memory_id: uuid.UUID) -> DeleteResponse: ...
+
+    async def erase_namespace(self, rc: Any, namespace: str) -> EraseReceipt: ...
 
     async def context(self, rc: Any, req: ContextRequest) -> ContextResponse: ...
 
@@ -217,6 +222,12 @@ class LocalBackend:
 
         return await self._call(rc, "delete", run)
 
+    async def erase_namespace(self, rc: Any, namespace: str) -> EraseReceipt:
+        async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> EraseReceipt:
+            return await erase_service.erase_namespace(session, caller, namespace, ctx)
+
+        return await self._call(rc, "erase", run)
+
     async def context(self, rc: Any, req: ContextRequest) -> ContextResponse:
         res = self.resources
 
@@ -293,6 +304,10 @@ class RemoteBackend:
 
     async def forget(self, rc: Any, memory_id: uuid.UUID) -> DeleteResponse:
         return await self._request("DELETE", f"/v1/memories/{memory_id}", DeleteResponse)
+
+    async def erase_namespace(self, rc: Any, namespace: str) -> EraseReceipt:
+        path = "/v1/namespaces/" + urllib.parse.quote(namespace, safe=":")
+        return await self._request("DELETE", path, EraseReceipt)
 
     async def context(self, rc: Any, req: ContextRequest) -> ContextResponse:
         body = req.model_dump(mode="json", exclude_unset=True)
