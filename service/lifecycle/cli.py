@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,15 @@ from typing import Any
 from service.cli import _db_options, _resolve, register_command
 from service.config import Settings
 from service.errors import InvalidInput
+
+
+def _out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def _err(line: str) -> None:
+    sys.stderr.write(line + "\n")
 
 
 def _since(value: str | None) -> Any:
@@ -51,7 +61,8 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
                 if out is not sys.stdout:
                     out.close()
 
-    asyncio.run(run())
+    summary = asyncio.run(run())
+    _err(f"exported {summary.memories} memories, {summary.artifacts} artifacts")
     return 0
 
 
@@ -69,7 +80,8 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
             with Progress("import", None, unit="memory") as progress:
                 return await import_store(res, path, org=args.org, reembed=args.reembed, progress=progress)
 
-    asyncio.run(run())
+    summary = asyncio.run(run())
+    _out(json.dumps(summary.as_dict()))
     return 0
 
 
@@ -85,6 +97,7 @@ def cmd_erase(args: argparse.Namespace, settings: Settings) -> int:
             raise InvalidInput("yes", "erasing cannot be undone: pass --yes to confirm")
         answer = input(f"Erase namespace {namespace!r} and everything under it? Type it again: ")
         if answer.strip() != namespace:
+            _err("not erased")
             return 1
 
     async def run() -> Any:
@@ -98,6 +111,7 @@ def cmd_erase(args: argparse.Namespace, settings: Settings) -> int:
                 await session.commit()
                 return receipt
 
+    _out(asyncio.run(run()).model_dump_json())
     return 0
 
 

@@ -320,13 +320,14 @@ class HttpTarget:
     """POST /v1/remember/batch on a server, with the key as a Bearer token. Transient
     failures (connection, 5xx, 429) are retried with backoff; a refusal (4xx) stops."""
 
-    def __init__(self, url: str, key: str, retries: int = 5) -> None:
+    def __init__(self, url: str, key: str, retries: int = 5, transport: Any = None) -> None:
         import httpx
 
         self.client = httpx.AsyncClient(
             base_url=url.rstrip("/"),
             headers={"Authorization": f"Bearer {key}", "User-Agent": "ctxpack-ingest"},
             timeout=600,
+            transport=transport,
         )
         self.retries = retries
 
@@ -471,6 +472,13 @@ class Checkpoint:
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
+            self._file = None
+
+    def __enter__(self) -> Checkpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _phases(turns: list[Turn], links: bool) -> list[list[Turn]]:
