@@ -108,7 +108,7 @@ class _CoreSettings(BaseSettings):
     max_batch_items: int = Field(500, description="Items accepted by one remember/batch call.")
     max_tags: int = Field(32, description="Tags accepted per memory.")
     default_ttl_seconds: dict[str, int] = Field(
-        default_factory=dict,
+        {},
         description="Default time to live per memory type, in seconds, for writes that give "
         'neither expires_at nor ttl_seconds, e.g. `{"episode": 2592000}` (empty: nothing '
         "expires unless asked).",
