@@ -234,7 +234,7 @@ async def _import_memories(
         repo = LifecycleRepository(session)
         ids = [_uuid(obj.get("id")) for _, obj in chunk]
         present = await repo.existing_ids(caller.org_id, [i for i in ids if i is not None])
-        prepared = []
+        prepared: list[tuple[dict[str, Any], uuid.UUID, Any]] = []
         for (number, obj), mid in zip(chunk, ids, strict=True):
             if mid is None:
                 raise InvalidInput("file", f"line {number}: a memory without an id")

@@ -169,7 +169,7 @@ class LifecycleRepository:
         return [tuple(r) for r in (await self.session.execute(stmt)).all()]  # type: ignore[misc]
 
     async def db_now(self) -> datetime:
-        return (await self.session.execute(select(func.now()))).scalar_one()  # type: ignore[no-any-return]
+        return (await self.session.execute(select(func.now()))).scalar_one()
 
     # --- export / import --------------------------------------------------------------
 
