@@ -130,6 +130,7 @@ class ContextQuality(BaseModel):
     updated_at: datetime | None
     valid_at: datetime | None
     project_id: str | None
+    expires_at: datetime | None = None
 
 
 class ContextRelated(BaseModel):

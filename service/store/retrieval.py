@@ -105,6 +105,7 @@ class RankedRow:
     via_id: uuid.UUID | None
     via_relationship: str | None
     related: list[dict[str, Any]]
+    expires_at: datetime | None = None
 
 
 @dataclass
@@ -131,6 +132,7 @@ _MEMORY_COLUMNS = (
     "updated_at",
     "valid_at",
     "metadata",
+    "expires_at",
 )
 
 
@@ -569,6 +571,7 @@ class RetrievalRepository:
                     via_id=r["via_id"],
                     via_relationship=r["via_relationship"],
                     related=list(r["related"] or []),
+                    expires_at=r["expires_at"],
                 )
             )
         return RankedPack(

@@ -52,7 +52,8 @@ async def test_expiry_is_shown_and_expired_memories_vanish(
     assert got.json()["expires_at"] is not None
     goal = {"goal": "staging database nightly snapshot rebuild Monday", "namespace": "frank"}
     pack = (await client.post("/v1/context", json=goal, headers=auth)).json()
-    assert mid in {i["id"] for s in pack["sections"] for i in s["items"]}
+    shown = {i["id"]: i["quality"]["expires_at"] for s in pack["sections"] for i in s["items"]}
+    assert shown[mid] is not None
 
     expire_now(pg_url, mid)
     assert (await client.get(f"/v1/memories/{mid}", headers=auth)).status_code == 404
