@@ -101,7 +101,7 @@ async def purge_colliding(
     if not keys:
         return 0
     repo = LifecycleRepository(session)
-    rows = await repo.expired(await repo.db_now(), PURGE_BATCH, org_id=org_id, keys=keys)
+    rows = await repo.expired(None, PURGE_BATCH, org_id=org_id, keys=keys)
     if not rows:
         return 0
     return sum((await _purge(session, rows, "rewritten")).values())
@@ -113,7 +113,7 @@ async def purge_expired(
     """One batch of the expiry job: purge at most ``batch_size`` memories expired at ``now``
     (default: the database's clock). The caller commits. Returns the count per org."""
     repo = LifecycleRepository(session)
-    rows = await repo.expired(now or await repo.db_now(), batch_size)
+    rows = await repo.expired(now, batch_size)
     return await _purge(session, rows, "expired") if rows else {}
 
 

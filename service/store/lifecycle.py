@@ -151,15 +151,16 @@ class LifecycleRepository:
     # --- expiry -----------------------------------------------------------------------
 
     async def expired(
-        self, now: datetime, limit: int, org_id: uuid.UUID | None = None,
+        self, now: datetime | None, limit: int, org_id: uuid.UUID | None = None,
         keys: Sequence[tuple[str, str]] | None = None,
     ) -> list[tuple[uuid.UUID, uuid.UUID, str, str]]:
         """Lock and return ``(org_id, id, namespace, name)`` of memories expired at ``now``
-        (oldest expiry first; partial index), optionally only those of ``org_id`` with one of
-        the ``(namespace, content_hash)`` pairs ``keys``. Rows another transaction holds are
-        skipped, so two purgers never wait on each other."""
+        (None: the database's clock; oldest expiry first, by the partial index), optionally
+        only those of ``org_id`` with one of the ``(namespace, content_hash)`` pairs ``keys``.
+        Rows another transaction holds are skipped, so two purgers never wait on each other."""
         stmt = select(Memory.org_id, Memory.id, Memory.namespace, Memory.name).where(
-            Memory.expires_at.is_not(None), Memory.expires_at <= now
+            Memory.expires_at.is_not(None),
+            Memory.expires_at <= (func.now() if now is None else now),
         )
         if org_id is not None:
             stmt = stmt.where(Memory.org_id == org_id)

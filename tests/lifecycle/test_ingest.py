@@ -227,3 +227,43 @@ async def test_the_command(pg_url: str, key: Key, tmp_path: Path) -> None:
     erased = run("erase", "--namespace", "lee", "--org", key.org, "--yes")
     assert erased.returncode == 0, erased.stderr
     assert json.loads(erased.stdout)["erased"]["memories"] == 5
+
+
+async def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(pg_url: str, key: Key, tmp_path: Path) -> None:
+    import signal
+    import time
+
+    data = tmp_path / "big.jsonl"
+    data.write_text("\n".join(
+        json.dumps({"text": f"Turn {i}: the team agreed that service {i} keeps its own database schema.",
+                    "speaker": "Ana" if i % 2 else "Ben", "session": i // 100, "id": f"t{i}"})
+        for i in range(1500)
+    ))
+    ck = tmp_path / "resume.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CTXPACK_EMBEDDER": "fake", "CTXPACK_DATABASE_URL": pg_url}
+    command = [sys.executable, "-m", "service", "ingest", str(data), "--namespace", "max", "--org", key.org,
+               "--batch-size", "5", "--checkpoint", str(ck)]
+    proc = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (ck.exists() and ck.stat().st_size > 0):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    first = json.loads(out)
+    assert first["interrupted"] and 0 < first["created"] < 1500
+    assert "run the same command again to resume" in err
+    done = len(ck.read_text().splitlines())
+    with psycopg.connect(pg_url) as conn:
+        stored = conn.execute("SELECT count(*) FROM memories WHERE org_id = %s", (key.org_id,)).fetchone()
+    assert done == first["created"]
+    # Whole batches only: the one in flight rolled back, or committed just before the signal
+    # landed (its turns then come back as duplicates).
+    assert stored is not None and stored[0] - done in (0, 5)
+
+    again = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    second = json.loads(again.stdout)
+    assert second["skipped_already_done"] == done
+    assert second["created"] == 1500 - stored[0] and second["duplicate"] == stored[0] - done
