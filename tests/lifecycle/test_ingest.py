@@ -243,7 +243,11 @@ async def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(pg_url: str, key: Key, t
     env = {**os.environ, "PYTHONPATH": str(REPO), "CTXPACK_EMBEDDER": "fake", "CTXPACK_DATABASE_URL": pg_url}
     command = [sys.executable, "-m", "service", "ingest", str(data), "--namespace", "max", "--org", key.org,
                "--batch-size", "5", "--checkpoint", str(ck)]
-    proc = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A run in the background (nohup, &) inherits SIGINT ignored; the user at a terminal does not.
+    proc = subprocess.Popen(
+        command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 60
     while not (ck.exists() and ck.stat().st_size > 0):
         assert proc.poll() is None and time.monotonic() < deadline
