@@ -9,7 +9,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -24,6 +25,7 @@ from service.api.openapi import document_limits
 from service.config import Settings
 from service.console import mount as console
 from service.domain import audit as audit_service
+from service.domain import expiry as expiry_service
 from service.embedding import Embedder
 from service.mcp.http import PATH as MCP_PATH
 from service.mcp.http import McpEndpoint
@@ -116,6 +118,7 @@ def create_app(
             app.state.ctx = resources
             async with (
                 _retention_job(app, resources),
+                _expiry_job(app, resources),
                 mcp_endpoint.serving(resources),
             ):
                 log.info(
@@ -154,30 +157,54 @@ def create_app(
 
 
 @contextlib.asynccontextmanager
-async def _retention_job(app: FastAPI, resources: Resources) -> AsyncIterator[None]:
-    """Run the audit retention job in the background while the app is up
-    (``app.state.retention_task``; None when ``audit_prune_interval_seconds`` is 0)."""
-    settings = resources.settings
-    app.state.retention_task = None
-    if settings.audit_prune_interval_seconds <= 0:
+async def _background(
+    app: FastAPI, attr: str, name: str, job: Coroutine[Any, Any, None] | None
+) -> AsyncIterator[None]:
+    """Run ``job`` as a background task while the app is up (``app.state.<attr>``; None when
+    the job is switched off), and cancel it at shutdown."""
+    setattr(app.state, attr, None)
+    if job is None:
         yield
         return
-    task = asyncio.create_task(
+    task = asyncio.create_task(job, name=name)
+    setattr(app.state, attr, task)
+    try:
+        yield
+    finally:
+        setattr(app.state, attr, None)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def _retention_job(
+    app: FastAPI, resources: Resources
+) -> contextlib.AbstractAsyncContextManager[None]:
+    """The audit retention job (``app.state.retention_task``; off when
+    ``audit_prune_interval_seconds`` is 0)."""
+    settings = resources.settings
+    job = (
         audit_service.run_retention(
             resources.sessionmaker,
             interval_seconds=settings.audit_prune_interval_seconds,
             default_days=settings.audit_retention_days,
-        ),
-        name="audit-retention",
+        )
+        if settings.audit_prune_interval_seconds > 0
+        else None
     )
-    app.state.retention_task = task
-    try:
-        yield
-    finally:
-        app.state.retention_task = None
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    return _background(app, "retention_task", "audit-retention", job)
+
+
+def _expiry_job(app: FastAPI, resources: Resources) -> contextlib.AbstractAsyncContextManager[None]:
+    """The expiry job, which purges expired memories (``app.state.expiry_task``; off when
+    ``expiry_purge_interval_seconds`` is 0)."""
+    interval = resources.settings.expiry_purge_interval_seconds
+    job = (
+        expiry_service.run_expiry(resources.sessionmaker, interval_seconds=interval)
+        if interval > 0
+        else None
+    )
+    return _background(app, "expiry_task", "memory-expiry", job)
 
 
 def state_of(app: FastAPI) -> Resources:

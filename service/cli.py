@@ -273,10 +273,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load_feature_commands() -> None:
-    """Import the modules that register extra sub-commands (mcp, audit, bench)."""
+    """Import the modules that register extra sub-commands (mcp, audit, bench, lifecycle)."""
     import importlib
 
-    for module in ("service.mcp.cli", "service.audit_cli", "service.bench_cli"):
+    for module in (
+        "service.mcp.cli",
+        "service.audit_cli",
+        "service.bench_cli",
+        "service.lifecycle.cli",
+    ):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -107,6 +107,17 @@ class _CoreSettings(BaseSettings):
     max_metadata_depth: int = Field(8, description="Deepest accepted nesting of metadata.")
     max_batch_items: int = Field(500, description="Items accepted by one remember/batch call.")
     max_tags: int = Field(32, description="Tags accepted per memory.")
+    default_ttl_seconds: dict[str, int] = Field(
+        {},
+        description="Default time to live per memory type, in seconds, for writes that give "
+        'neither expires_at nor ttl_seconds, e.g. `{"episode": 2592000}` (empty: nothing '
+        "expires unless asked).",
+    )
+    expiry_purge_interval_seconds: float = Field(
+        60,
+        description="Seconds between passes of the expiry job, which deletes expired memories "
+        "(they already left packs and lists when they expired) with an audit row (0 disables).",
+    )
 
     # --- read path -----------------------------------------------------------------------
     relevance_floor: float = Field(

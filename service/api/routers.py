@@ -23,6 +23,9 @@ def install(app: FastAPI, settings: Settings) -> None:
     from service.api import audit  # the audit trail (its retention job runs in app.py)
 
     app.include_router(audit.router)
+    from service.api import lifecycle  # DELETE /v1/namespaces/{ns}
+
+    app.include_router(lifecycle.router)
     from service.api import docs  # /docs: Swagger UI from a Python package, no CDN
 
     docs.install(app)

@@ -100,6 +100,7 @@ class PackBuilder:
                 updated_at=row.updated_at,
                 valid_at=row.valid_at,
                 project_id=row.project,
+                expires_at=row.expires_at,
             ),
             metadata=row.metadata,
             related=[ContextRelated(**r, distance=1) for r in row.related],

@@ -73,6 +73,7 @@ def to_out(row: Memory, related: list[RelatedOut] | None = None) -> MemoryOut:
         superseded_by=row.superseded_by,
         metadata=dict(row.meta or {}),
         related=related or [],
+        expires_at=row.expires_at,
     )
 
 

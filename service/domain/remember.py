@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -37,6 +38,7 @@ from service.config import Settings
 from service.domain import audit as audit_service
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
+from service.domain.expiry import expiry_of, purge_colliding
 from service.domain.facets import facet_of
 from service.domain.redaction import merge_counts
 from service.domain.write_gate import GateVerdict
@@ -97,6 +99,7 @@ class _Prepared:
     redactions: dict[str, int] = field(default_factory=dict)
     verdict: GateVerdict | None = None
     hash: str = ""
+    expires_at: datetime | None = None
     warnings: list[str] = field(default_factory=list)
     rejection: list[GateReasonOut] | None = None
     # What the new memory supersedes: the request's, or the chain head a re-assertion replaces.
@@ -136,6 +139,7 @@ def _prepare(
         field_prefix=prefix,
     )
     item = _Prepared(index=index, request=req)
+    item.expires_at = expiry_of(req, settings, prefix)
     item.content = clean.content or ""
     item.url = clean.url
     item.source = clean.source
@@ -266,6 +270,11 @@ async def _store(
     for item in accepted:
         item.supersedes = item.request.supersedes
 
+    # An expired memory that is not purged yet must not make this write a "duplicate" of
+    # something nobody can read any more: purge it first (audited like the expiry job).
+    await purge_colliding(
+        session, caller.org_id, list({(i.request.namespace, i.hash) for i in accepted})
+    )
     fresh: list[_Prepared] = []
     repeats: dict[int, int] = {}  # item index -> index of the same content earlier in the batch
     near: dict[int, list[tuple[uuid.UUID, str, float]]]
@@ -347,6 +356,7 @@ async def _store(
             "origin": i.request.origin,
             "url": i.url,
             "valid_at": i.request.valid_at,
+            "expires_at": i.expires_at,
             "meta": i.metadata,
         }
         for i, vec in zip(fresh, vectors, strict=True)
@@ -430,6 +440,7 @@ async def remember(
         near_duplicates=dups,
         warnings=item.warnings,
         audit_id=audit_id,
+        expires_at=item.expires_at if status == "created" else None,
     )
 
 
@@ -473,6 +484,7 @@ async def remember_batch(
                 id=memory_id,
                 redactions=item.redaction_list,
                 near_duplicates=dups,
+                expires_at=item.expires_at if status == "created" else None,
             )
         )
     counts = {s: sum(1 for r in results if r.status == s) for s in ("created", "duplicate", "rejected")}

@@ -13,6 +13,7 @@ built once and handed in.
 
 from __future__ import annotations
 
+import urllib.parse
 import uuid
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
@@ -25,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.calls import CallFn, Pool, Transport
 from service.domain import artifacts as artifact_service
 from service.domain import context as context_service
+from service.domain import erase as erase_service
 from service.domain import memories as memory_service
 from service.domain import remember as remember_service
 from service.domain.audit import AuditAction, AuditContext
@@ -34,6 +36,7 @@ from service.mcp.inputs import ListMemoriesInput, RecallArtifactInput
 from service.resources import Resources
 from service.schemas.artifacts import ArtifactFields
 from service.schemas.context import ContextRequest, ContextResponse
+from service.schemas.lifecycle import EraseReceipt
 from service.schemas.memories import (
     DeleteResponse,
     MemoryPage,
@@ -71,6 +74,8 @@ class Backend(Protocol):
     async def list_memories(self, rc: RequestContext, query: ListMemoriesInput) -> MemoryPage: ...
 
     async def forget(self, rc: RequestContext, memory_id: uuid.UUID) -> DeleteResponse: ...
+
+    async def erase_namespace(self, rc: RequestContext, namespace: str) -> EraseReceipt: ...
 
     async def context(self, rc: RequestContext, req: ContextRequest) -> ContextResponse: ...
 
@@ -163,6 +168,12 @@ class LocalBackend:
 
         return await self._call(rc, AuditAction.DELETE, run)
 
+    async def erase_namespace(self, rc: RequestContext, namespace: str) -> EraseReceipt:
+        async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> EraseReceipt:
+            return await erase_service.erase_namespace(session, caller, namespace, ctx)
+
+        return await self._call(rc, AuditAction.ERASE, run)
+
     async def context(self, rc: RequestContext, req: ContextRequest) -> ContextResponse:
         res = self.resources
 
@@ -242,6 +253,10 @@ class RemoteBackend:
 
     async def forget(self, rc: RequestContext, memory_id: uuid.UUID) -> DeleteResponse:
         return await self._request("DELETE", f"/v1/memories/{memory_id}", DeleteResponse)
+
+    async def erase_namespace(self, rc: RequestContext, namespace: str) -> EraseReceipt:
+        path = "/v1/namespaces/" + urllib.parse.quote(namespace, safe=":")
+        return await self._request("DELETE", path, EraseReceipt)
 
     async def context(self, rc: RequestContext, req: ContextRequest) -> ContextResponse:
         body = req.model_dump(mode="json", exclude_unset=True)

@@ -97,6 +97,18 @@ class ForgetInput(BaseModel):
     )
 
 
+class EraseNamespaceInput(BaseModel):
+    """The namespace subtree to erase (the path of DELETE /v1/namespaces/{namespace})."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str = Field(max_length=200, description="`user[:session[:task]]`: it and everything under it")
+    confirm: str = Field(
+        max_length=200,
+        description="The same namespace again: a guard against erasing the wrong one.",
+    )
+
+
 class ContextInput(TextLimits, ContextRequest):
     """``ContextRequest`` (the body of POST /v1/context) plus limits on the returned text.
 

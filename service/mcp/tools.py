@@ -23,6 +23,7 @@ from service.domain.pack_markdown import count_noun
 from service.mcp.backends import Backend, RequestContext
 from service.mcp.inputs import (
     ContextInput,
+    EraseNamespaceInput,
     ForgetInput,
     ListMemoriesInput,
     RecallArtifactInput,
@@ -177,6 +178,31 @@ shared memory, for a key limited to projects).
 
 async def _forget(backend: Backend, rc: RequestContext, args: ForgetInput) -> types.CallToolResult:
     result = await backend.forget(rc, args.id)
+    return ok(result.model_dump(mode="json"))
+
+
+# --- erase_namespace ---------------------------------------------------------------------------
+
+ERASE_DESCRIPTION = """\
+Erase a namespace and everything under it, for good: a whole user (`alice`), a session \
+(`alice:s1`) or a task. Its memories (content and embeddings), their links in and out, its \
+artifacts and the keys limited to it are deleted in one transaction; audit rows keep only ids. \
+Use it only when asked to erase a person or a session: it cannot be undone. Set `confirm` to \
+the same namespace. Needs a write key whose namespaces cover it.
+
+Returns the deletion receipt `{namespace, erased: {memories, relations, artifacts, keys, \
+audit_rows_scrubbed}, erased_at, audit_id}`.
+"""
+
+
+async def _erase_namespace(
+    backend: Backend, rc: Any, args: EraseNamespaceInput
+) -> types.CallToolResult:
+    if args.confirm != args.namespace:
+        from service.errors import InvalidInput
+
+        raise InvalidInput("confirm", "confirm must repeat the namespace to erase")
+    result = await backend.erase_namespace(rc, args.namespace)
     return ok(result.model_dump(mode="json"))
 
 
@@ -373,6 +399,16 @@ TOOLS: tuple[ToolSpec, ...] = (
         input_model=ForgetInput,
         action=AuditAction.DELETE,
         run=_forget,
+        destructive=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="erase_namespace",
+        title="Erase a namespace",
+        description=ERASE_DESCRIPTION,
+        input_model=EraseNamespaceInput,
+        action=AuditAction.ERASE,
+        run=_erase_namespace,
         destructive=True,
         idempotent=True,
     ),

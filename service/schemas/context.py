@@ -159,6 +159,7 @@ class ContextQuality(BaseModel):
     updated_at: datetime | None
     valid_at: datetime | None
     project_id: str | None
+    expires_at: datetime | None = None
 
 
 class ContextRelated(BaseModel):

@@ -87,6 +87,18 @@ class RememberRequest(BaseModel):
     related: list[RelatedRef] = Field(default_factory=list, max_length=50)
     supersedes: uuid.UUID | None = Field(None, description="A memory this one replaces")
     metadata: dict[str, Any] = Field(default_factory=dict, description="Bounded JSON object")
+    expires_at: datetime | None = Field(
+        None,
+        description="When the memory expires (ISO 8601, in the future): from then on it is in "
+        "no pack, list or read, and it is purged soon after. Not with ttl_seconds.",
+    )
+    ttl_seconds: int | None = Field(
+        None,
+        ge=1,
+        le=100 * 366 * 86400,
+        description="Expire this many seconds from now (instead of expires_at). Unset: the "
+        "type's default TTL, if the server sets one, else never.",
+    )
 
     @field_validator("namespace")
     @classmethod
@@ -126,6 +138,7 @@ class RememberResponse(BaseModel):
     near_duplicates: list[NearDuplicate]
     warnings: list[str]
     audit_id: uuid.UUID | None = None
+    expires_at: datetime | None = Field(None, description="When it expires; null: never")
 
 
 class RememberBatchRequest(BaseModel):
@@ -141,6 +154,7 @@ class BatchItemResult(BaseModel):
     reasons: list[GateReasonOut] | None = None
     redactions: list[Redaction] = Field(default_factory=list)
     near_duplicates: list[NearDuplicate] = Field(default_factory=list)
+    expires_at: datetime | None = None
 
 
 class RememberBatchResponse(BaseModel):
@@ -179,6 +193,7 @@ class MemoryOut(BaseModel):
     superseded_by: uuid.UUID | None
     metadata: dict[str, Any]
     related: list[RelatedOut] = Field(default_factory=list)
+    expires_at: datetime | None = Field(None, description="When it expires; null: never")
 
 
 class MemoryPage(BaseModel):

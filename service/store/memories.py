@@ -51,6 +51,12 @@ def namespace_scope(prefixes: Sequence[str]) -> ColumnElement[bool]:
     )
 
 
+def live() -> ColumnElement[bool]:
+    """SQL predicate: the memory has not expired. Expired rows leave every read at once, before
+    the expiry job purges them."""
+    return or_(Memory.expires_at.is_(None), Memory.expires_at > func.now())
+
+
 def project_scope(key_projects: Sequence[str]) -> ColumnElement[bool]:
     """SQL predicate: a key limited to projects sees those projects and project-less memories."""
     if not key_projects:
@@ -64,6 +70,8 @@ def _dup_reach_sql(key_projects: Sequence[str]) -> str:
     reach = (
         "(m.project IS NULL OR m.project = p.project)"
         " AND (m.agent_id IS NULL OR m.agent_id = p.agent_id)"
+        # an expired memory is gone for every read, duplicate checks included
+        " AND (m.expires_at IS NULL OR m.expires_at > now())"
     )
     if key_projects:
         reach += " AND (m.project IS NULL OR m.project = ANY(CAST(:key_projects AS text[])))"
@@ -196,6 +204,7 @@ class MemoryRepository:
             Memory.id.in_(list(ids)),
             namespace_scope(prefixes),
             project_scope(key_projects),
+            live(),
         )
         return set((await self.session.execute(stmt)).scalars().all())
 
@@ -215,6 +224,7 @@ class MemoryRepository:
             Memory.id.in_(list(ids)),
             namespace_scope(prefixes),
             project_scope(key_projects),
+            live(),
         )
         return dict((await self.session.execute(stmt)).tuples().all())
 
@@ -415,6 +425,7 @@ class MemoryRepository:
             Memory.id == memory_id,
             namespace_scope(prefixes),
             project_scope(key_projects),
+            live(),
         )
         if for_update:
             stmt = stmt.with_for_update()
@@ -432,13 +443,13 @@ class MemoryRepository:
             select(Memory.id, Memory.type, Memory.name, Relation.relationship)
             .join(Relation, and_(Relation.org_id == Memory.org_id, Relation.target_id == Memory.id))
             .where(Relation.org_id == org_id, Relation.source_id == memory_id)
-            .where(namespace_scope(prefixes), project_scope(key_projects))
+            .where(namespace_scope(prefixes), project_scope(key_projects), live())
         )
         in_stmt = (
             select(Memory.id, Memory.type, Memory.name, Relation.relationship)
             .join(Relation, and_(Relation.org_id == Memory.org_id, Relation.source_id == Memory.id))
             .where(Relation.org_id == org_id, Relation.target_id == memory_id)
-            .where(namespace_scope(prefixes), project_scope(key_projects))
+            .where(namespace_scope(prefixes), project_scope(key_projects), live())
         )
         rows = [(*r, "outgoing") for r in (await self.session.execute(out_stmt)).all()]
         rows += [(*r, "incoming") for r in (await self.session.execute(in_stmt)).all()]
@@ -459,7 +470,7 @@ class MemoryRepository:
         text_query: str | None = None,
     ) -> Select[Any]:
         stmt = select(Memory).where(
-            Memory.org_id == org_id, namespace_scope(prefixes), project_scope(key_projects)
+            Memory.org_id == org_id, namespace_scope(prefixes), project_scope(key_projects), live()
         )
         if namespace is not None:
             stmt = stmt.where(

@@ -130,6 +130,9 @@ class Memory(Base):
     created_at: Mapped[datetime] = _now()
     updated_at: Mapped[datetime] = _now()
     superseded_by: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    # Past this instant the memory is out of every pack, list and read at once; the expiry
+    # job then purges it (domain/expiry.py). None: it never expires.
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     meta: Mapped[dict[str, Any]] = mapped_column(
         "metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")
     )
@@ -183,6 +186,12 @@ class Memory(Base):
         ),
         Index("ix_memories_tsv", "tsv", postgresql_using="gin"),
         Index("ix_memories_tags", "tags", postgresql_using="gin"),
+        # The expiry job's scan (migration 0005): only memories that can expire are indexed.
+        Index(
+            "ix_memories_expires_at",
+            "expires_at",
+            postgresql_where=text("expires_at IS NOT NULL"),
+        ),
     )
 
 

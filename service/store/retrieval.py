@@ -18,7 +18,7 @@ The statement, for ``mode="hybrid"`` (``vector`` and ``lexical`` drop one retrie
 
 Scope is a WHERE clause built from the call's constraints only (no ``:x IS NULL OR``
 branches, which would give the planner a generic plan that fits nobody): org, visible
-namespaces, project, agent diary, superseded, and for wake the allowed types. Every memory a
+namespaces, project, agent diary, superseded, expired, and for wake the allowed types. Every memory a
 statement touches, neighbours included, passes the same predicates.
 """
 
@@ -106,6 +106,7 @@ class RankedRow:
     via_id: uuid.UUID | None
     via_relationship: str | None
     related: list[dict[str, Any]]
+    expires_at: datetime | None = None
 
 
 @dataclass
@@ -132,6 +133,7 @@ _MEMORY_COLUMNS = (
     "updated_at",
     "valid_at",
     "metadata",
+    "expires_at",
 )
 
 
@@ -149,6 +151,8 @@ def scope_sql(alias: str, scope: Scope) -> str:
         parts.append(f"{a}.agent_id IS NULL")
     if not scope.include_superseded:
         parts.append(f"{a}.superseded_by IS NULL")
+    # Expired memories leave packs at once (the expiry job purges them later).
+    parts.append(f"({a}.expires_at IS NULL OR {a}.expires_at > now())")
     if scope.types is not None:
         parts.append(f"{a}.type = ANY(CAST(:types AS text[]))")
     return " AND ".join(parts)
@@ -564,6 +568,7 @@ class RetrievalRepository:
                     via_id=r["via_id"],
                     via_relationship=r["via_relationship"],
                     related=list(r["related"] or []),
+                    expires_at=r["expires_at"],
                 )
             )
         return RankedPack(

@@ -112,7 +112,9 @@ def live_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             process.wait()
 
 
-ALL_TOOLS = {"wake", "context", "remember", "recall_artifact", "list_memories", "forget"}
+ALL_TOOLS = {
+    "wake", "context", "remember", "recall_artifact", "list_memories", "forget", "erase_namespace",
+}
 
 
 async def exercise_every_tool(client: Client, base_url: str, key: str, namespace: str) -> None:

@@ -36,6 +36,7 @@ async def test_lists_the_tools_with_schemas_from_the_http_models(
         "recall_artifact",
         "list_memories",
         "forget",
+        "erase_namespace",
     }
     assert tools["remember"].input_schema == RememberRequest.model_json_schema()
     context_fields = set(ContextRequest.model_json_schema()["properties"])
@@ -251,6 +252,21 @@ async def test_forget_erases(connect: Connect, key: Key, client: httpx.AsyncClie
     assert (await client.get(f"/v1/memories/{memory_id}", headers=key.headers)).status_code == 404
     assert structured(twice)["error"]["code"] == "not_found"
     assert structured(not_an_id)["error"]["field"] == "id"
+
+
+async def test_erase_namespace_erases_the_subtree(
+    connect: Connect, key: Key, client: httpx.AsyncClient
+) -> None:
+    async with connect(key) as mcp:
+        memory_id = structured(
+            await mcp.call_tool("remember", {"content": FACT, "namespace": "zoe:s1"})
+        )["id"]
+        unconfirmed = await mcp.call_tool("erase_namespace", {"namespace": "zoe", "confirm": "zo"})
+        receipt = await mcp.call_tool("erase_namespace", {"namespace": "zoe", "confirm": "zoe"})
+    assert structured(unconfirmed)["error"]["field"] == "confirm"
+    assert structured(receipt)["erased"]["memories"] == 1
+    assert structured(receipt)["audit_id"]
+    assert (await client.get(f"/v1/memories/{memory_id}", headers=key.headers)).status_code == 404
 
 
 async def test_other_orgs_memories_are_invisible(connect: Connect, make_key: KeyFactory) -> None:

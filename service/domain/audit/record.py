@@ -43,6 +43,8 @@ class AuditAction(StrEnum):
     CONSOLE_LOGOUT = "console_logout"
     KEY_CREATE = "key_create"
     KEY_REVOKE = "key_revoke"
+    ERASE = "erase"
+    EXPIRE = "expire"
 
 
 @dataclass

@@ -1,0 +1,671 @@
+"""``ctxpack ingest``: chat histories in, one memory per turn.
+
+Formats (``--format auto`` tells them apart):
+
+- ``openai``: OpenAI-style message lists: a JSON list of ``{role, content}`` messages, a list
+  of such lists, ``{"messages": [...]}``, or JSON lines of ``{"messages": [...]}`` (one
+  conversation per line). Each conversation is a session; ``role`` (or ``name``) is the
+  speaker; ``content`` may be a string or a list of ``{"type": "text", "text"}`` parts;
+  system and tool messages are skipped.
+- ``locomo``: LoCoMo's JSON (``locomo10.json``): samples with ``sample_id`` and a
+  ``conversation`` of ``session_<n>`` turn lists and ``session_<n>_date_time`` stamps. A
+  shared photo is kept as `` [shares a photo: <caption>]``, as the benchmark's converter does.
+- ``jsonl``: one turn per line, ``{text, speaker, timestamp, session}``, optionally ``id``
+  and ``conversation`` (or LoCoMo's ``group``).
+
+Rules:
+
+- One memory per turn: ``"<speaker>: <text>"`` (or the text alone with ``--speaker-in
+  metadata``), type ``episode`` unless ``--type``; the turn's time becomes ``valid_at``.
+- Namespaces: ``--namespace`` may hold ``{conversation}``; each session becomes the session
+  namespace ``<namespace>:<session>`` (``--sessions metadata`` keeps it in metadata only).
+- Each turn has a stable external id (the file's turn id, else a hash of conversation,
+  session, speaker, time and text), kept in ``source`` and in ``metadata.external_id``. It
+  is what a rerun recognises: turns already in the resume file are skipped, and a turn sent
+  again is an exact duplicate, which costs no model time. (When remember gets a ``key``
+  field, the external id is that key: ``turn_key``.)
+- Batches go through remember's batch path, to a server (``--url`` + key) or the local
+  database; each batch is one transaction, so the write gate, redaction and deduplication
+  apply as to any write. The outcome of each batch is appended to a resume file before the
+  next is sent: Ctrl-C stops between batches (a batch in flight is either committed, and
+  found again as duplicates, or not), and the same command resumes.
+- ``--links`` links consecutive turns of a session (``follows``/``precedes``), as the LoCoMo
+  benchmark's loader does: even turns first, then odd turns linked to both neighbours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from service.config import Settings
+from service.errors import CtxpackError, InvalidInput, ServiceUnavailable
+
+FORMATS = ("openai", "locomo", "jsonl")
+_SEGMENT_BAD = re.compile(r"[^A-Za-z0-9_.\-]+")
+_SESSION_KEY = re.compile(r"^session_(\d+)$")
+
+
+@dataclass
+class Turn:
+    """One dialogue turn, as read from the file."""
+
+    external_id: str
+    text: str
+    speaker: str | None = None
+    timestamp: str | None = None
+    session: str | None = None
+    conversation: str | None = None
+    position: int = 0  # within its session
+
+
+def turn_key(turn: Turn) -> str:
+    """The turn's stable id: what makes a rerun idempotent (and, later, remember's key)."""
+    return turn.external_id
+
+
+def _stable_id(*parts: Any) -> str:
+    raw = "\x1f".join("" if p is None else str(p) for p in parts)
+    return "sha1:" + hashlib.sha1(raw.encode()).hexdigest()[:20]
+
+
+def parse_time(value: Any) -> datetime | None:
+    """ISO 8601, a Unix time, or LoCoMo's '1:56 pm on 8 May, 2023'; None when unparseable."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(float(value), UTC)
+    text = str(value).strip()
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return when if when.tzinfo else when.replace(tzinfo=UTC)
+    except ValueError:
+        pass
+    for fmt in ("%I:%M %p %d %B, %Y", "%I:%M %p %d %b, %Y"):
+        try:
+            return datetime.strptime(text.replace(" on ", " "), fmt).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+    return None
+
+
+# --- formats --------------------------------------------------------------------------
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") in ("text", "input_text", "output_text")
+        )
+    return ""
+
+
+def _openai_conversation(messages: list[Any], conv_id: str) -> Iterator[Turn]:
+    position = 0
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise InvalidInput("file", f"conversation {conv_id}: message {index} is not an object")
+        role = message.get("role")
+        if role in ("system", "developer", "tool", "function"):
+            continue
+        text = _text_of(message.get("content")).strip()
+        if not text:
+            continue
+        stamp = message.get("timestamp") or message.get("created_at") or message.get("time")
+        yield Turn(
+            external_id=str(message.get("id") or f"{conv_id}:{index}"),
+            text=text,
+            speaker=str(message.get("name") or role or "") or None,
+            timestamp=None if stamp is None else str(stamp),
+            session=conv_id,
+            conversation=None,
+            position=position,
+        )
+        position += 1
+
+
+def read_openai(source: list[Any]) -> Iterator[Turn]:
+    """``source``: conversations, each ``{"messages": [...]}`` or a list of messages."""
+    conversations: list[tuple[str, list[Any]]] = []
+    for index, conv in enumerate(source):
+        if isinstance(conv, dict) and "messages" in conv:
+            conv_id = str(conv.get("id") or conv.get("conversation_id") or f"c{index + 1}")
+            conversations.append((conv_id, conv["messages"]))
+        elif isinstance(conv, list):
+            if conv and all(isinstance(m, dict) and "role" in m for m in conv):
+                conversations.append((f"c{index + 1}", conv))
+            else:
+                raise InvalidInput("file", f"conversation {index}: not a list of messages")
+        else:
+            raise InvalidInput("file", f"conversation {index}: expected {{messages: [...]}} or a message list")
+    for conv_id, messages in conversations:
+        yield from _openai_conversation(messages, conv_id)
+
+
+def read_locomo(data: Any) -> Iterator[Turn]:
+    samples = data if isinstance(data, list) else [data]
+    for s_index, sample in enumerate(samples):
+        if not isinstance(sample, dict) or not isinstance(sample.get("conversation"), dict):
+            raise InvalidInput("file", f"sample {s_index}: no 'conversation' object (not LoCoMo JSON)")
+        conv_id = str(sample.get("sample_id") or f"conv-{s_index}")
+        conv = sample["conversation"]
+        sessions = sorted(
+            (int(m.group(1)), key) for key in conv if (m := _SESSION_KEY.match(key))
+        )
+        for number, key in sessions:
+            stamp = conv.get(f"{key}_date_time")
+            for position, turn in enumerate(conv.get(key) or []):
+                text = str(turn.get("text", "")).strip()
+                if turn.get("blip_caption"):
+                    text += f" [shares a photo: {turn['blip_caption']}]"
+                dia_id = turn.get("dia_id") or f"D{number}:{position + 1}"
+                yield Turn(
+                    external_id=f"{conv_id}:{dia_id}",
+                    text=text,
+                    speaker=turn.get("speaker"),
+                    timestamp=stamp,
+                    session=str(number),
+                    conversation=conv_id,
+                    position=position,
+                )
+
+
+def read_jsonl(rows: list[Any]) -> Iterator[Turn]:
+    positions: Counter[tuple[Any, Any]] = Counter()
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+            raise InvalidInput("file", f"line {number}: expected an object with a 'text' string")
+        conv = row.get("conversation", row.get("group"))
+        session = row.get("session")
+        key = (conv, session)
+        external = row.get("id") or _stable_id(conv, session, row.get("speaker"), row.get("timestamp"), row["text"])
+        yield Turn(
+            external_id=str(external),
+            text=row["text"].strip(),
+            speaker=row.get("speaker"),
+            timestamp=None if row.get("timestamp") is None else str(row["timestamp"]),
+            session=None if session is None else str(session),
+            conversation=None if conv is None else str(conv),
+            position=positions[key],
+        )
+        positions[key] += 1
+
+
+def read_turns(text: str, fmt: str = "auto") -> tuple[str, list[Turn]]:
+    """Parse a file's text; returns (the format, its turns in file order)."""
+    stripped = text.lstrip()
+    whole: Any = None
+    lines: list[Any] | None = None
+    try:
+        whole = json.loads(stripped) if stripped else None
+    except json.JSONDecodeError:
+        lines = []
+        for number, raw in enumerate(text.splitlines(), start=1):
+            if raw.strip():
+                try:
+                    lines.append(json.loads(raw))
+                except json.JSONDecodeError as exc:
+                    raise InvalidInput("file", f"line {number}: not JSON ({exc.msg})") from None
+    if whole is None and lines is None:
+        raise InvalidInput("file", "the file is empty")
+    if whole is not None and isinstance(whole, dict) and "text" in whole:
+        lines, whole = [whole], None  # a one-line JSONL file
+    if fmt == "auto":
+        if lines is not None:
+            fmt = "openai" if lines and isinstance(lines[0], dict) and "messages" in lines[0] else "jsonl"
+        else:
+            first = whole[0] if isinstance(whole, list) and whole else whole
+            if isinstance(first, dict) and "conversation" in first:
+                fmt = "locomo"
+            elif isinstance(first, list) or (isinstance(first, dict) and ("messages" in first or "role" in first)):
+                fmt = "openai"
+            else:
+                raise InvalidInput("format", "cannot tell the format: pass --format")
+    if fmt == "openai":
+        if lines is not None:
+            source = lines
+        elif isinstance(whole, dict):
+            source = [whole]
+        elif isinstance(whole, list) and whole and isinstance(whole[0], dict) and "role" in whole[0]:
+            source = [whole]  # a single message list
+        else:
+            source = whole if isinstance(whole, list) else [whole]
+        turns = list(read_openai(source))
+    elif fmt == "locomo":
+        if whole is None:
+            raise InvalidInput("format", "LoCoMo input is one JSON document, not JSON lines")
+        turns = list(read_locomo(whole))
+    elif fmt == "jsonl":
+        turns = list(read_jsonl(lines if lines is not None else (whole if isinstance(whole, list) else [whole])))
+    else:
+        raise InvalidInput("format", f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
+    return fmt, turns
+
+
+# --- turns to remember items ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mapping:
+    namespace: str
+    sessions: str = "namespace"  # or "metadata"
+    speaker_in: str = "content"  # or "metadata"
+    type: str = "episode"
+
+
+def _segment(value: str) -> str:
+    seg = _SEGMENT_BAD.sub("-", value).strip("-")[:64]
+    return seg or "x"
+
+
+def namespace_of(turn: Turn, mapping: Mapping) -> str:
+    from service.domain.namespaces import parse_namespace
+
+    base = mapping.namespace
+    if "{conversation}" in base:
+        base = base.replace("{conversation}", _segment(turn.conversation or "default"))
+    if mapping.sessions == "namespace" and turn.session is not None:
+        session = turn.session
+        base = f"{base}:{_segment('s' + session if session.isdigit() else session)}"
+    return parse_namespace(base, "namespace")
+
+
+def item_of(turn: Turn, mapping: Mapping, fmt: str) -> dict[str, Any]:
+    """The remember item of a turn (JSON-ready)."""
+    content = turn.text
+    if mapping.speaker_in == "content" and turn.speaker:
+        content = f"{turn.speaker}: {turn.text}"
+    metadata: dict[str, Any] = {"external_id": turn_key(turn), "ingest_format": fmt}
+    for name in ("speaker", "session", "conversation", "timestamp"):
+        value = getattr(turn, name)
+        if value is not None:
+            metadata[name] = value
+    body: dict[str, Any] = {
+        "content": content,
+        "namespace": namespace_of(turn, mapping),
+        "type": mapping.type,
+        "source": turn_key(turn)[:2000],
+        "metadata": metadata,
+    }
+    when = parse_time(turn.timestamp)
+    if when is not None:
+        body["valid_at"] = when.isoformat()
+    return body
+
+
+# --- targets ----------------------------------------------------------------------------
+
+
+class Target(Protocol):
+    async def send(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Store a batch; returns one ``{status, id?, reasons?}`` per item, in order."""
+        ...
+
+
+class HttpTarget:
+    """POST /v1/remember/batch on a server, with the key as a Bearer token. Transient
+    failures (connection, 5xx, 429) are retried with backoff; a refusal (4xx) stops."""
+
+    def __init__(self, url: str, key: str, retries: int = 5, transport: Any = None) -> None:
+        import httpx
+
+        self.client = httpx.AsyncClient(
+            base_url=url.rstrip("/"),
+            headers={"Authorization": f"Bearer {key}", "User-Agent": "ctxpack-ingest"},
+            timeout=600,
+            transport=transport,
+        )
+        self.retries = retries
+
+    async def send(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        import httpx
+
+        delay = 1.0
+        for attempt in range(self.retries + 1):
+            try:
+                response = await self.client.post("/v1/remember/batch", json={"items": items})
+            except httpx.HTTPError as exc:
+                if attempt == self.retries:
+                    raise ServiceUnavailable(f"cannot reach {self.client.base_url}: {type(exc).__name__}") from exc
+            else:
+                if response.status_code < 400:
+                    return list(response.json()["items"])
+                if response.status_code not in (429, 502, 503, 504) or attempt == self.retries:
+                    try:
+                        error = response.json()["error"]
+                    except (ValueError, KeyError, TypeError):
+                        error = {"code": "http_error", "message": f"HTTP {response.status_code}"}
+                    raise _Refused(error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30)
+        raise ServiceUnavailable("unreachable")  # pragma: no cover
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+class _Refused(CtxpackError):
+    status_code = 400
+    code = "refused"
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(
+            f"the server refused a batch: {error.get('code')}: {error.get('message')}",
+            **({"field": error["field"]} if "field" in error else {}),
+        )
+        self.code = str(error.get("code") or "refused")  # type: ignore[misc]
+
+
+class LocalTarget:
+    """remember's batch path on the local database, one transaction per batch, as an
+    operator of one org."""
+
+    def __init__(self, resources: Any, caller: Any) -> None:
+        self.resources = resources
+        self.caller = caller
+
+    async def send(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        from pydantic import ValidationError
+
+        from service.domain.audit import AuditAction, AuditContext
+        from service.domain.remember import remember_batch
+        from service.schemas.memories import RememberBatchRequest
+
+        try:
+            request = RememberBatchRequest.model_validate({"items": items})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise InvalidInput(where, first["msg"]) from None
+        async with self.resources.runner.operator_session() as session:
+            ctx = AuditContext(AuditAction.REMEMBER_BATCH, self.caller)
+            response = await remember_batch(
+                session, self.resources.embedder, self.resources.settings, self.caller, request, ctx
+            )
+        return [r.model_dump(mode="json") for r in response.items]
+
+    async def close(self) -> None:
+        return None
+
+
+# --- the run ----------------------------------------------------------------------------
+
+
+@dataclass
+class IngestSummary:
+    turns: int = 0
+    created: int = 0
+    duplicate: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    resumed: int = 0  # already done in an earlier run (from the resume file)
+    interrupted: bool = False
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "turns": self.turns,
+            "created": self.created,
+            "duplicate": self.duplicate,
+            "rejected": sum(self.rejected.values()),
+            "rejected_by_reason": dict(sorted(self.rejected.items())),
+            "skipped_already_done": self.resumed,
+            "interrupted": self.interrupted,
+            "seconds": round(self.seconds, 1),
+        }
+
+    def text(self) -> str:
+        lines = [
+            f"turns: {self.turns}  created: {self.created}  duplicate: {self.duplicate}  "
+            f"rejected: {sum(self.rejected.values())}  already done: {self.resumed}  "
+            f"({self.seconds:.1f} s)"
+        ]
+        for reason, n in sorted(self.rejected.items(), key=lambda kv: -kv[1]):
+            lines.append(f"  rejected {reason}: {n}")
+        if self.interrupted:
+            lines.append("interrupted: run the same command again to resume")
+        return "\n".join(lines)
+
+
+class Checkpoint:
+    """The resume file: one JSON line per finished turn, ``{x: external id, s: status, id,
+    r: reasons}``, appended and flushed after each batch."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.done: dict[str, dict[str, Any]] = {}
+        if path is not None and path.exists():
+            with path.open(encoding="utf-8") as f:
+                for raw in f:
+                    try:
+                        row = json.loads(raw)
+                    except json.JSONDecodeError:
+                        continue  # a line cut by a crash: that batch is sent again
+                    self.done[row["x"]] = row
+        self._file = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = path.open("a", encoding="utf-8")
+
+    def record(self, rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            self.done[row["x"]] = row
+        if self._file is not None:
+            self._file.write("".join(json.dumps(r) + "\n" for r in rows))
+            self._file.flush()
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> Checkpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _phases(turns: list[Turn], links: bool) -> list[list[Turn]]:
+    if not links:
+        return [turns]
+    return [[t for t in turns if t.position % 2 == 0], [t for t in turns if t.position % 2 == 1]]
+
+
+def _neighbours(turns: list[Turn]) -> dict[str, tuple[str | None, str | None]]:
+    by_session: dict[tuple[Any, Any], list[Turn]] = {}
+    for t in turns:
+        by_session.setdefault((t.conversation, t.session), []).append(t)
+    out: dict[str, tuple[str | None, str | None]] = {}
+    for group in by_session.values():
+        group.sort(key=lambda t: t.position)
+        for i, t in enumerate(group):
+            prev = group[i - 1].external_id if i > 0 else None
+            nxt = group[i + 1].external_id if i + 1 < len(group) else None
+            out[t.external_id] = (prev, nxt)
+    return out
+
+
+async def ingest(
+    turns: list[Turn],
+    target: Target,
+    mapping: Mapping,
+    fmt: str,
+    *,
+    checkpoint: Checkpoint,
+    summary: IngestSummary,
+    batch_size: int = 250,
+    links: bool = False,
+    progress: Any = None,
+) -> IngestSummary:
+    """Send every turn not yet in ``checkpoint``, ``batch_size`` at a time; ``summary`` is
+    updated after each batch (so an interrupted run still reports what it did)."""
+    started = time.monotonic()
+    summary.turns = len(turns)
+    seen: set[str] = set()
+    unique: list[Turn] = []
+    for t in turns:  # a turn listed twice in a file is one turn
+        if t.external_id not in seen:
+            seen.add(t.external_id)
+            unique.append(t)
+    neighbours = _neighbours(unique) if links else {}
+    todo = [t for t in unique if t.external_id not in checkpoint.done]
+    summary.resumed = len(unique) - len(todo)
+    if progress is not None:
+        progress.set_total(len(todo))
+    try:
+        for phase in _phases(todo, links):
+            for start in range(0, len(phase), batch_size):
+                chunk = phase[start : start + batch_size]
+                items = [item_of(t, mapping, fmt) for t in chunk]
+                if links:
+                    for t, item in zip(chunk, items, strict=True):
+                        if t.position % 2 == 0:
+                            continue
+                        related = []
+                        prev, nxt = neighbours.get(t.external_id, (None, None))
+                        for other, rel in ((prev, "follows"), (nxt, "precedes")):
+                            done = checkpoint.done.get(other) if other else None
+                            if done and done.get("id"):
+                                related.append({"id": done["id"], "relationship": rel})
+                        if related:
+                            item["related"] = related
+                results = await target.send(items)
+                rows = []
+                for t, result in zip(chunk, results, strict=True):
+                    status = result["status"]
+                    reasons = [r["code"] for r in result.get("reasons") or []]
+                    rows.append({"x": t.external_id, "s": status, "id": result.get("id"), "r": reasons})
+                    if status == "created":
+                        summary.created += 1
+                    elif status == "duplicate":
+                        summary.duplicate += 1
+                    else:
+                        summary.rejected.update(reasons or ["rejected"])
+                checkpoint.record(rows)
+                if progress is not None:
+                    progress.update(
+                        len(chunk), created=summary.created, dup=summary.duplicate,
+                        rejected=sum(summary.rejected.values()),
+                    )
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        summary.interrupted = True
+        raise
+    finally:
+        summary.seconds = time.monotonic() - started
+    return summary
+
+
+def default_checkpoint(file: str, target: str, mapping: Mapping, links: bool) -> Path:
+    import platformdirs
+
+    ident = json.dumps(
+        [os.path.abspath(file) if file != "-" else "-", target, mapping.namespace,
+         mapping.sessions, mapping.speaker_in, mapping.type, links]
+    )
+    name = hashlib.sha256(ident.encode()).hexdigest()[:16] + ".jsonl"
+    return Path(platformdirs.user_cache_dir("ctxpack")) / "ingest" / name
+
+
+def run_ingest_command(
+    args: argparse.Namespace, settings: Settings
+) -> int:
+    """The body of ``ctxpack ingest`` (see the module docstring)."""
+    from service.lifecycle.progress import Progress
+
+    if args.batch_size < 1 or args.batch_size > settings.max_batch_items:
+        raise InvalidInput("batch-size", f"--batch-size must be 1..{settings.max_batch_items}")
+    text = sys.stdin.read() if args.file == "-" else _read(Path(args.file))
+    fmt, turns = read_turns(text, args.format)
+    mapping = Mapping(args.namespace, args.sessions, args.speaker_in, args.type)
+    if turns:
+        item_of(turns[0], mapping, fmt)  # a bad --namespace fails before anything is sent
+    key = args.key or os.environ.get("CTXPACK_KEY")
+    if args.url and not key:
+        raise InvalidInput("key", "--url needs --key (or CTXPACK_KEY): a key with the write scope")
+    target_id = args.url or settings.database_url or str(settings.data_dir)
+    ck_path = args.checkpoint or default_checkpoint(args.file, target_id, mapping, args.links)
+    if args.restart and ck_path.exists():
+        ck_path.unlink()
+    summary = IngestSummary()
+    checkpoint = Checkpoint(ck_path)
+    sys.stderr.write(
+        f"ingest: {len(turns)} turns ({fmt}) -> {args.url or 'local database'}; resume file {ck_path}\n"
+    )
+
+    async def run() -> None:
+        target: Any
+        if args.url:
+            target = HttpTarget(args.url, key or "")
+            try:
+                with Progress("ingest", None, unit="turn") as progress:
+                    await ingest(turns, target, mapping, fmt, checkpoint=checkpoint, summary=summary,
+                                 batch_size=args.batch_size, links=args.links, progress=progress)
+            finally:
+                await target.close()
+            return
+        from service.domain.audit import resolve_org
+        from service.lifecycle.local import open_local, operator
+
+        async with open_local(settings) as res:
+            async with res.sessionmaker() as session:
+                org = await resolve_org(session, args.org)
+            target = LocalTarget(res, operator(org.org_id))
+            with Progress("ingest", None, unit="turn") as progress:
+                await ingest(turns, target, mapping, fmt, checkpoint=checkpoint, summary=summary,
+                             batch_size=args.batch_size, links=args.links, progress=progress)
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        summary.interrupted = True
+        _report(summary)
+        return 130
+    finally:
+        checkpoint.close()
+    _report(summary)
+    return 0
+
+
+def _report(summary: IngestSummary) -> None:
+    """The summary: readable on stderr, one JSON object on stdout."""
+    sys.stderr.write(summary.text() + "\n")
+    sys.stdout.write(json.dumps(summary.as_dict()) + "\n")
+    sys.stdout.flush()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidInput("file", f"no such file: {path}") from None
+    except UnicodeDecodeError:
+        raise InvalidInput("file", f"{path} is not UTF-8 text") from None
+
+
+__all__ = [
+    "Checkpoint",
+    "HttpTarget",
+    "IngestSummary",
+    "LocalTarget",
+    "Mapping",
+    "Turn",
+    "ingest",
+    "item_of",
+    "read_turns",
+    "turn_key",
+]

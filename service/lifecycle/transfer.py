@@ -1,0 +1,433 @@
+"""``ctxpack export`` and ``ctxpack import``: a store as versioned JSON lines, and back.
+
+Format (version 1), one JSON object per line:
+
+- a header: ``{"kind": "header", "format": "ctxpack-export", "version": 1, "model", "dims",
+  "exported_at", "org", "filters", "with_vectors", "memories"}``;
+- one line per memory, oldest first: ``{"kind": "memory", ...}`` with every column (id,
+  namespace, type, name, content, content_hash, project, domain, agent_id, tags, source,
+  origin, url, valid_at, created_at, updated_at, superseded_by, expires_at, metadata), its
+  outgoing ``relations`` (``{id, target_id, relationship, created_at}``), the ids of its
+  ``artifact_ids``, and ``embedding`` only with ``--with-vectors``;
+- one line per artifact: ``{"kind": "artifact", ...}`` (id, namespace, name, summary, body,
+  size_bytes, schema_keys, project, memory_id, created_at);
+- a trailer: ``{"kind": "end", "memories": n, "artifacts": m}`` (a file without it was cut).
+
+Export streams through a server-side cursor, so memory stays flat whatever the size.
+
+Import rules:
+
+- Idempotent by id: a memory or artifact whose id is already in the org is skipped; one
+  whose content is already in its namespace (under another id) is a duplicate, skipped.
+- Every memory goes through remember's write path first: redaction, then the write gate
+  (rejections are counted by reason, not stored).
+- Vectors are kept when the file has them and its model and dims are the server's (and
+  redaction changed nothing); otherwise the memory is embedded again.
+- Ids, times (created, updated, valid, expires), relations and supersession are kept.
+  Relations and supersession go in a second pass over the file, once every memory is in.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from pydantic import ValidationError
+
+from service.config import Settings
+from service.domain.auth import Caller
+from service.domain.redaction import Redactor
+from service.domain.remember import _prepare, document_text
+from service.errors import CtxpackError, InvalidInput
+from service.lifecycle.local import LocalResources, model_id, operator
+from service.lifecycle.progress import Progress
+from service.schemas.memories import RememberRequest
+from service.store.audit import AuditRepository
+from service.store.keys import KeyRepository
+from service.store.lifecycle import LifecycleRepository
+from service.store.memories import MemoryRepository
+
+FORMAT = "ctxpack-export"
+VERSION = 1
+IMPORT_CHUNK = 256
+_REDACTOR = Redactor()
+_DROP = {"org_id", "tsv"}
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if hasattr(value, "tolist"):  # a pgvector / numpy vector
+        return value.tolist()
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def _line(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, default=_default, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+@dataclass
+class ExportSummary:
+    memories: int = 0
+    artifacts: int = 0
+
+
+async def export_store(
+    resources: LocalResources,
+    out: TextIO,
+    *,
+    org: str | None,
+    namespace: str | None = None,
+    since: datetime | None = None,
+    with_vectors: bool = False,
+    progress: Progress | None = None,
+) -> ExportSummary:
+    """Write the org's memories (optionally a namespace subtree, changed since a time) to
+    ``out`` in the format above.
+
+    Raises:
+        NotFound / InvalidInput: no such org, or several orgs and none named.
+    """
+    from service.domain.audit import resolve_org
+
+    settings = resources.settings
+    summary = ExportSummary()
+    async with resources.sessionmaker() as session:
+        org_row = await resolve_org(session, org)
+        repo = LifecycleRepository(session)
+        total = await repo.count_memories(org_row.org_id, namespace=namespace, since=since)
+        if progress is not None:
+            progress.set_total(total)
+        out.write(
+            _line(
+                {
+                    "kind": "header",
+                    "format": FORMAT,
+                    "version": VERSION,
+                    "model": model_id(settings),
+                    "dims": settings.embedding_dims,
+                    "exported_at": datetime.now(UTC),
+                    "org": org_row.name,
+                    "filters": {"namespace": namespace, "since": since},
+                    "with_vectors": with_vectors,
+                    "memories": total,
+                }
+            )
+        )
+        rows = repo.stream_memories(
+            org_row.org_id, namespace=namespace, since=since, with_vectors=with_vectors
+        )
+        async for row in rows:
+            record = {"kind": "memory", **{k: v for k, v in row.items() if k not in _DROP}}
+            out.write(_line(record))
+            summary.memories += 1
+            if progress is not None:
+                progress.update()
+        async for row in repo.stream_artifacts(org_row.org_id, namespace=namespace, since=since):
+            out.write(_line({"kind": "artifact", **{k: v for k, v in row.items() if k not in _DROP}}))
+            summary.artifacts += 1
+    out.write(_line({"kind": "end", "memories": summary.memories, "artifacts": summary.artifacts}))
+    out.flush()
+    return summary
+
+
+# --- import ---------------------------------------------------------------------------
+
+
+@dataclass
+class ImportSummary:
+    created: int = 0
+    existing: int = 0
+    duplicate: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    reembedded: int = 0
+    relations: int = 0
+    artifacts: int = 0
+    complete: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "created": self.created,
+            "existing": self.existing,
+            "duplicate": self.duplicate,
+            "rejected": sum(self.rejected.values()),
+            "rejected_by_reason": dict(sorted(self.rejected.items())),
+            "reembedded": self.reembedded,
+            "relations": self.relations,
+            "artifacts": self.artifacts,
+            "complete_file": self.complete,
+        }
+
+
+def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with path.open(encoding="utf-8") as f:
+        for number, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise InvalidInput("file", f"line {number}: not JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise InvalidInput("file", f"line {number}: not a JSON object")
+            yield number, obj
+
+
+def read_header(path: Path) -> dict[str, Any]:
+    for _, obj in _records(path):
+        if obj.get("kind") != "header" or obj.get("format") != FORMAT:
+            raise InvalidInput("file", "not a ctxpack export: the first line is no ctxpack header")
+        if obj.get("version") != VERSION:
+            raise InvalidInput("file", f"export format version {obj.get('version')}; this ctxpack reads {VERSION}")
+        return obj
+    raise InvalidInput("file", "empty file")
+
+
+def _chunks(path: Path, kind: str, size: int) -> Iterator[list[tuple[int, dict[str, Any]]]]:
+    chunk: list[tuple[int, dict[str, Any]]] = []
+    for number, obj in _records(path):
+        if obj.get("kind") == kind:
+            chunk.append((number, obj))
+            if len(chunk) >= size:
+                yield chunk
+                chunk = []
+    if chunk:
+        yield chunk
+
+
+def _time(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else None
+
+
+def _uuid(value: Any) -> uuid.UUID | None:
+    return uuid.UUID(value) if isinstance(value, str) else None
+
+
+def _embed_text(item: Any) -> str:
+    """What the model embeds for an imported memory: what remember embeds, or for an
+    artifact's memory what domain/artifacts.py embeds (its name over its summary)."""
+    if item.request.type == "artifact" and "artifact_id" in item.metadata:
+        return f"{item.name}\n{item.content}"
+    return document_text(item.name, item.content)
+
+
+async def _import_memories(
+    resources: LocalResources,
+    caller: Caller,
+    chunk: list[tuple[int, dict[str, Any]]],
+    keep_vectors: bool,
+    summary: ImportSummary,
+) -> None:
+    settings: Settings = resources.settings
+    assert resources.has_embedder
+    async with resources.sessionmaker() as session:
+        repo = LifecycleRepository(session)
+        ids = [_uuid(obj.get("id")) for _, obj in chunk]
+        present = await repo.existing_ids(caller.org_id, [i for i in ids if i is not None])
+        prepared: list[tuple[dict[str, Any], uuid.UUID, Any]] = []
+        for (number, obj), mid in zip(chunk, ids, strict=True):
+            if mid is None:
+                raise InvalidInput("file", f"line {number}: a memory without an id")
+            if mid in present:
+                summary.existing += 1
+                continue
+            try:
+                req = RememberRequest(
+                    content=obj.get("content", ""),
+                    namespace=obj.get("namespace", ""),
+                    name=obj.get("name"),
+                    type=obj.get("type", "episode"),
+                    project=obj.get("project"),
+                    domain=obj.get("domain"),
+                    agent_id=obj.get("agent_id"),
+                    tags=obj.get("tags") or [],
+                    source=obj.get("source"),
+                    origin=obj.get("origin"),
+                    url=obj.get("url"),
+                    valid_at=obj.get("valid_at"),
+                    metadata=obj.get("metadata") or {},
+                )
+                item = _prepare(len(prepared), req, caller, settings, resources.pipeline, "")
+            except (ValidationError, CtxpackError):
+                summary.rejected["invalid"] += 1
+                continue
+            if item.rejection is not None:
+                for reason in item.rejection:
+                    summary.rejected[reason.code] += 1
+                continue
+            prepared.append((obj, mid, item))
+        vectors: dict[uuid.UUID, Any] = {}
+        to_embed = []
+        for obj, mid, item in prepared:
+            vec = obj.get("embedding")
+            if keep_vectors and isinstance(vec, list) and not item.redactions:
+                vectors[mid] = vec
+            else:
+                to_embed.append((mid, item))
+        if to_embed:
+            embedded = await resources.embedder.embed_documents(
+                [_embed_text(item) for _, item in to_embed]
+            )
+            for (mid, _), vec in zip(to_embed, embedded, strict=True):
+                vectors[mid] = vec
+            summary.reembedded += len(to_embed)
+        rows = [
+            {
+                "org_id": caller.org_id,
+                "id": mid,
+                "namespace": item.request.namespace,
+                "type": item.request.type,
+                "name": item.name,
+                "content": item.content,
+                # The file's hash when the content came through unchanged (an artifact's memory
+                # hashes more than its content); else the write path's.
+                "content_hash": (
+                    obj["content_hash"]
+                    if item.content == obj.get("content") and isinstance(obj.get("content_hash"), str)
+                    else item.hash
+                ),
+                "embedding": vectors[mid],
+                "project": item.request.project,
+                "domain": item.request.domain,
+                "agent_id": item.request.agent_id,
+                "tags": list(dict.fromkeys(item.request.tags)),
+                "source": item.source,
+                "origin": item.request.origin,
+                "url": item.url,
+                "valid_at": item.request.valid_at,
+                "created_at": _time(obj.get("created_at")) or datetime.now(UTC),
+                "updated_at": _time(obj.get("updated_at")) or datetime.now(UTC),
+                "expires_at": _time(obj.get("expires_at")),
+                "meta": item.metadata,
+            }
+            for obj, mid, item in prepared
+        ]
+        inserted = await repo.insert_memories(rows)
+        summary.created += len(inserted)
+        summary.duplicate += len(rows) - len(inserted)
+        await MemoryRepository(session).ensure_projects(
+            caller.org_id, {r["project"] for r in rows if r["project"] and r["id"] in inserted}
+        )
+        await session.commit()
+
+
+async def _import_links(
+    resources: LocalResources, caller: Caller, chunk: list[tuple[int, dict[str, Any]]], summary: ImportSummary
+) -> None:
+    async with resources.sessionmaker() as session:
+        repo = LifecycleRepository(session)
+        edges = []
+        pairs = []
+        for _, obj in chunk:
+            source = _uuid(obj.get("id"))
+            for rel in obj.get("relations") or []:
+                target = _uuid(rel.get("target_id"))
+                if source is None or target is None or not rel.get("relationship"):
+                    continue
+                edges.append(
+                    {
+                        "id": _uuid(rel.get("id")) or uuid.uuid4(),
+                        "source_id": source,
+                        "target_id": target,
+                        "relationship": str(rel["relationship"])[:64],
+                        "created_at": _time(rel.get("created_at")) or datetime.now(UTC),
+                    }
+                )
+            newer = _uuid(obj.get("superseded_by"))
+            if source is not None and newer is not None:
+                pairs.append((source, newer))
+        summary.relations += await repo.insert_relations(caller.org_id, edges)
+        await repo.set_superseded(caller.org_id, pairs)
+        await session.commit()
+
+
+async def _import_artifacts(
+    resources: LocalResources, caller: Caller, chunk: list[tuple[int, dict[str, Any]]], summary: ImportSummary
+) -> None:
+    rows = []
+    for number, obj in chunk:
+        aid = _uuid(obj.get("id"))
+        if aid is None or not isinstance(obj.get("namespace"), str):
+            raise InvalidInput("file", f"line {number}: an artifact without id or namespace")
+        body, _ = _REDACTOR.redact_json(obj.get("body"))
+        rows.append(
+            {
+                "org_id": caller.org_id,
+                "id": aid,
+                "namespace": obj["namespace"],
+                "name": _REDACTOR.redact(str(obj.get("name") or "")).text,
+                "summary": _REDACTOR.redact(str(obj.get("summary") or "")).text,
+                "body": body,
+                "size_bytes": int(obj.get("size_bytes") or 0),
+                "schema_keys": list(obj.get("schema_keys") or []),
+                "project": obj.get("project"),
+                "memory_id": _uuid(obj.get("memory_id")),
+                "created_at": _time(obj.get("created_at")) or datetime.now(UTC),
+            }
+        )
+    async with resources.sessionmaker() as session:
+        summary.artifacts += await LifecycleRepository(session).insert_artifacts(rows)
+        await session.commit()
+
+
+async def import_store(
+    resources: LocalResources,
+    path: Path,
+    *,
+    org: str,
+    reembed: bool = False,
+    progress: Progress | None = None,
+) -> ImportSummary:
+    """Import an export file into ``org`` (created if missing), by the rules above. Each
+    chunk of memories commits on its own: an interrupted import is resumed by running it
+    again (ids already in are skipped).
+
+    Raises:
+        InvalidInput: not a ctxpack export, another format version, a malformed line.
+    """
+    settings = resources.settings
+    header = read_header(path)
+    keep_vectors = (
+        not reembed
+        and header.get("model") == model_id(settings)
+        and header.get("dims") == settings.embedding_dims
+    )
+    async with resources.sessionmaker() as session:
+        org_row = await KeyRepository(session).get_or_create_org(org)
+        await session.commit()
+    caller = operator(org_row.org_id)
+    summary = ImportSummary()
+    if progress is not None:
+        progress.set_total(header.get("memories"))
+    for chunk in _chunks(path, "memory", IMPORT_CHUNK):
+        await _import_memories(resources, caller, chunk, keep_vectors, summary)
+        if progress is not None:
+            progress.update(len(chunk))
+    for chunk in _chunks(path, "memory", IMPORT_CHUNK * 4):
+        await _import_links(resources, caller, chunk, summary)
+    for chunk in _chunks(path, "artifact", IMPORT_CHUNK):
+        await _import_artifacts(resources, caller, chunk, summary)
+    summary.complete = any(obj.get("kind") == "end" for _, obj in _records(path))
+    async with resources.sessionmaker() as session:
+        await AuditRepository(session).add(
+            org_id=caller.org_id,
+            key_id=caller.key_id,
+            caller=caller.key_name,
+            action="import",
+            request={"file_version": header.get("version"), "model": header.get("model"),
+                     "kept_vectors": keep_vectors},
+            outcome="ok",
+            status_code=200,
+            details=summary.as_dict(),
+            latency_ms=0.0,
+        )
+        await session.commit()
+    return summary

@@ -1,0 +1,302 @@
+"""The SQL of the lifecycle operations: erasing a namespace subtree, purging expired memories,
+scrubbing the audit trail of what they erased, and streaming a store out and back in
+(export/import).
+
+Every method runs in the caller's session (one unit of work): an erase is one transaction,
+whatever it touches.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    delete,
+    func,
+    or_,
+    select,
+    text,
+    tuple_,
+    update,
+)
+from sqlalchemy.dialects.postgresql import aggregate_order_by, insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.store.models import Artifact, AuditEvent, Memory, Relation
+
+# Rows fetched per round trip when streaming (server-side cursor).
+STREAM_CHUNK = 1000
+
+
+def subtree(column: Any, namespace: str) -> ColumnElement[bool]:
+    """``column`` is ``namespace`` or lies under it (segment-wise; ``starts_with``, not LIKE,
+    since ``_`` is legal in namespaces)."""
+    return or_(column == namespace, func.starts_with(column, namespace + ":"))
+
+
+class LifecycleRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    # --- erase ------------------------------------------------------------------------
+
+    async def lock_subtree(self, org_id: uuid.UUID, namespace: str) -> list[tuple[uuid.UUID, str]]:
+        """Lock and return ``(id, name)`` of every memory of the subtree, so no concurrent
+        write can link to one of them while the erase runs."""
+        stmt = (
+            select(Memory.id, Memory.name)
+            .where(Memory.org_id == org_id, subtree(Memory.namespace, namespace))
+            .with_for_update()
+        )
+        return [(mid, name) for mid, name in (await self.session.execute(stmt)).all()]
+
+    async def count_relations(self, org_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> int:
+        """Edges with either end in ``ids`` (each counted once)."""
+        if not ids:
+            return 0
+        id_list = list(ids)
+        stmt = select(func.count()).where(
+            Relation.org_id == org_id,
+            or_(Relation.source_id.in_(id_list), Relation.target_id.in_(id_list)),
+        )
+        return int((await self.session.execute(stmt)).scalar_one())
+
+    async def unsupersede(self, org_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> None:
+        """Memories superseded by one of ``ids`` (which are going) become current again."""
+        if ids:
+            await self.session.execute(
+                update(Memory)
+                .where(Memory.org_id == org_id, Memory.superseded_by.in_(list(ids)))
+                .values(superseded_by=None, updated_at=func.now())
+            )
+
+    async def delete_memories(self, org_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> int:
+        """Delete the rows (content, embedding); their edges, in and out, go by cascade."""
+        if not ids:
+            return 0
+        result = await self.session.execute(
+            delete(Memory).where(Memory.org_id == org_id, Memory.id.in_(list(ids)))
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
+    async def delete_artifacts(
+        self, org_id: uuid.UUID, namespace: str, memory_ids: Sequence[uuid.UUID]
+    ) -> int:
+        """Artifacts stored in the subtree or attached to one of ``memory_ids``."""
+        cond = subtree(Artifact.namespace, namespace)
+        if memory_ids:
+            cond = or_(cond, Artifact.memory_id.in_(list(memory_ids)))
+        result = await self.session.execute(
+            delete(Artifact).where(Artifact.org_id == org_id, cond)
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
+    async def delete_keys_within(self, org_id: uuid.UUID, namespace: str) -> list[str]:
+        """Delete the keys limited to namespaces inside the subtree (every prefix of theirs
+        within it); return their hashes, for the caller caches. Unlimited keys and keys that
+        also reach elsewhere stay."""
+        stmt = text(
+            """
+            DELETE FROM api_keys k
+            WHERE k.org_id = :org AND cardinality(k.namespace_prefixes) > 0
+              AND NOT EXISTS (SELECT 1 FROM unnest(k.namespace_prefixes) AS p(prefix)
+                              WHERE p.prefix <> :ns AND NOT starts_with(p.prefix, :under))
+            RETURNING k.key_hash
+            """
+        )
+        params = {"org": org_id, "ns": namespace, "under": namespace + ":"}
+        result = await self.session.execute(stmt, params)
+        return [h for (h,) in result.all()]
+
+    # --- the audit trail --------------------------------------------------------------
+
+    async def trail_rows(
+        self, org_id: uuid.UUID, ids: Sequence[uuid.UUID]
+    ) -> list[tuple[uuid.UUID, dict[str, Any], dict[str, Any]]]:
+        """``(id, request, details)`` of the audit rows naming one of ``ids`` (GIN index)."""
+        if not ids:
+            return []
+        stmt = select(AuditEvent.id, AuditEvent.request, AuditEvent.details).where(
+            AuditEvent.org_id == org_id, AuditEvent.memory_ids.overlap(list(ids))
+        )
+        return [(a, dict(r or {}), dict(d or {})) for a, r, d in (await self.session.execute(stmt)).all()]
+
+    async def rewrite_trail_row(
+        self, org_id: uuid.UUID, audit_id: uuid.UUID, request: dict[str, Any], details: dict[str, Any]
+    ) -> None:
+        await self.session.execute(
+            update(AuditEvent)
+            .where(AuditEvent.org_id == org_id, AuditEvent.id == audit_id)
+            .values(request=request, details=details)
+        )
+
+    async def erase_goals(self, org_id: uuid.UUID, namespace: str, replacement: str) -> int:
+        """Replace the goal (free text about the user) of the calls made at the subtree."""
+        stmt = text(
+            """
+            UPDATE audit_events
+            SET request = jsonb_set(request, '{goal}', to_jsonb(CAST(:repl AS text)))
+            WHERE org_id = :org AND (namespace = :ns OR starts_with(namespace, :under))
+              AND request ? 'goal' AND request->>'goal' IS DISTINCT FROM :repl
+            """
+        )
+        params = {"org": org_id, "ns": namespace, "under": namespace + ":", "repl": replacement}
+        result = await self.session.execute(stmt, params)
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
+    # --- expiry -----------------------------------------------------------------------
+
+    async def expired(
+        self, now: datetime | None, limit: int, org_id: uuid.UUID | None = None,
+        keys: Sequence[tuple[str, str]] | None = None,
+    ) -> list[tuple[uuid.UUID, uuid.UUID, str, str]]:
+        """Lock and return ``(org_id, id, namespace, name)`` of memories expired at ``now``
+        (None: the database's clock; oldest expiry first, by the partial index), optionally
+        only those of ``org_id`` with one of the ``(namespace, content_hash)`` pairs ``keys``.
+        Rows another transaction holds are skipped, so two purgers never wait on each other."""
+        stmt = select(Memory.org_id, Memory.id, Memory.namespace, Memory.name).where(
+            Memory.expires_at.is_not(None),
+            Memory.expires_at <= (func.now() if now is None else now),
+        )
+        if org_id is not None:
+            stmt = stmt.where(Memory.org_id == org_id)
+        if keys is not None:
+            stmt = stmt.where(tuple_(Memory.namespace, Memory.content_hash).in_(list(keys)))
+        stmt = stmt.order_by(Memory.expires_at).limit(limit).with_for_update(skip_locked=True)
+        return [tuple(r) for r in (await self.session.execute(stmt)).all()]  # type: ignore[misc]
+
+    async def db_now(self) -> datetime:
+        return (await self.session.execute(select(func.now()))).scalar_one()
+
+    # --- export / import --------------------------------------------------------------
+
+    async def stream_memories(
+        self,
+        org_id: uuid.UUID,
+        *,
+        namespace: str | None,
+        since: datetime | None,
+        with_vectors: bool,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Every memory of the org (optionally of a subtree, created or updated since a time),
+        in (created_at, id) order, through a server-side cursor: memory use stays flat at any
+        size. Each row comes with its outgoing edges and the ids of its artifacts."""
+        cols = [c for c in Memory.__table__.columns if c.name not in ("tsv", "embedding")]
+        if with_vectors:
+            cols.append(Memory.__table__.c.embedding)
+        edges = (
+            select(
+                func.coalesce(
+                    func.jsonb_agg(
+                        aggregate_order_by(
+                            func.jsonb_build_object(
+                                "id", Relation.id,
+                                "target_id", Relation.target_id,
+                                "relationship", Relation.relationship,
+                                "created_at", Relation.created_at,
+                            ),
+                            Relation.created_at,
+                            Relation.id,
+                        )
+                    ),
+                    text("'[]'::jsonb"),
+                )
+            )
+            .where(Relation.org_id == Memory.org_id, Relation.source_id == Memory.id)
+            .scalar_subquery()
+            .label("relations")
+        )
+        artifacts = (
+            select(func.coalesce(func.array_agg(Artifact.id), text("'{}'::uuid[]")))
+            .where(Artifact.org_id == Memory.org_id, Artifact.memory_id == Memory.id)
+            .scalar_subquery()
+            .label("artifact_ids")
+        )
+        stmt = select(*cols, edges, artifacts).where(Memory.org_id == org_id)
+        if namespace is not None:
+            stmt = stmt.where(subtree(Memory.namespace, namespace))
+        if since is not None:
+            stmt = stmt.where(or_(Memory.created_at >= since, Memory.updated_at >= since))
+        stmt = stmt.order_by(Memory.created_at, Memory.id)
+        result = await self.session.stream(stmt.execution_options(yield_per=STREAM_CHUNK))
+        async for row in result.mappings():
+            yield dict(row)
+
+    async def stream_artifacts(
+        self, org_id: uuid.UUID, *, namespace: str | None, since: datetime | None
+    ) -> AsyncIterator[dict[str, Any]]:
+        stmt = select(*Artifact.__table__.columns).where(Artifact.org_id == org_id)
+        if namespace is not None:
+            stmt = stmt.where(subtree(Artifact.namespace, namespace))
+        if since is not None:
+            stmt = stmt.where(Artifact.created_at >= since)
+        stmt = stmt.order_by(Artifact.created_at, Artifact.id)
+        result = await self.session.stream(stmt.execution_options(yield_per=STREAM_CHUNK))
+        async for row in result.mappings():
+            yield dict(row)
+
+    async def count_memories(
+        self, org_id: uuid.UUID, *, namespace: str | None, since: datetime | None
+    ) -> int:
+        stmt = select(func.count()).select_from(Memory).where(Memory.org_id == org_id)
+        if namespace is not None:
+            stmt = stmt.where(subtree(Memory.namespace, namespace))
+        if since is not None:
+            stmt = stmt.where(or_(Memory.created_at >= since, Memory.updated_at >= since))
+        return int((await self.session.execute(stmt)).scalar_one())
+
+    async def existing_ids(self, org_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        if not ids:
+            return set()
+        stmt = select(Memory.id).where(Memory.org_id == org_id, Memory.id.in_(list(ids)))
+        return set((await self.session.execute(stmt)).scalars().all())
+
+    async def insert_memories(self, rows: list[dict[str, Any]]) -> set[uuid.UUID]:
+        """Insert imported memories as they are (ids and times kept); a row whose id or
+        content is already in its namespace is skipped. Returns the ids inserted."""
+        if not rows:
+            return set()
+        stmt = insert(Memory).values(rows).on_conflict_do_nothing().returning(Memory.id)
+        return set((await self.session.execute(stmt)).scalars().all())
+
+    async def insert_relations(self, org_id: uuid.UUID, edges: list[dict[str, Any]]) -> int:
+        """Edges whose both ends exist; an edge already there (same id or same triple) is
+        skipped. Returns how many were inserted."""
+        if not edges:
+            return 0
+        ends = {e["source_id"] for e in edges} | {e["target_id"] for e in edges}
+        present = await self.existing_ids(org_id, list(ends))
+        rows = [
+            {**e, "org_id": org_id}
+            for e in edges
+            if e["source_id"] in present and e["target_id"] in present
+        ]
+        if not rows:
+            return 0
+        stmt = insert(Relation).values(rows).on_conflict_do_nothing().returning(Relation.id)
+        return len((await self.session.execute(stmt)).all())
+
+    async def set_superseded(
+        self, org_id: uuid.UUID, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]
+    ) -> None:
+        """``(old, new)`` pairs, where both exist."""
+        for old, new in pairs:
+            await self.session.execute(
+                update(Memory)
+                .where(
+                    Memory.org_id == org_id,
+                    Memory.id == old,
+                    select(Memory.id).where(Memory.org_id == org_id, Memory.id == new).exists(),
+                )
+                .values(superseded_by=new)
+            )
+
+    async def insert_artifacts(self, rows: list[dict[str, Any]]) -> int:
+        if not rows:
+            return 0
+        stmt = insert(Artifact).values(rows).on_conflict_do_nothing().returning(Artifact.id)
+        return len((await self.session.execute(stmt)).all())

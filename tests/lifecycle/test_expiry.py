@@ -1,0 +1,138 @@
+"""Expiry: expires_at / ttl_seconds / per-type defaults; expired memories leave every read at
+once (in SQL); the expiry job purges them with audit rows."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import psycopg
+from fastapi import FastAPI
+
+from service.domain.expiry import expiry_of, purge_expired
+from service.schemas.memories import RememberRequest
+from tests.conftest import Key, make_settings
+
+CONTENT = "The staging database is rebuilt from the nightly snapshot every Monday at 6am."
+
+
+def expire_now(url: str, memory_id: str) -> None:
+    """Move a memory's expiry into the past, as time passing would."""
+    with psycopg.connect(url) as conn:
+        conn.execute(
+            "UPDATE memories SET expires_at = now() - interval '1 second' WHERE id = %s",
+            (uuid.UUID(memory_id),),
+        )
+
+
+async def test_expiry_is_shown_and_expired_memories_vanish(
+    client: httpx.AsyncClient, key: Key, pg_url: str
+) -> None:
+    auth = key.headers
+    r = await client.post(
+        "/v1/remember",
+        json={"namespace": "frank", "type": "procedure", "content": CONTENT, "ttl_seconds": 3600},
+        headers=auth,
+    )
+    assert r.status_code == 201, r.text
+    body = r.json()
+    expires = datetime.fromisoformat(body["expires_at"])
+    assert timedelta(minutes=59) < expires - datetime.now(UTC) <= timedelta(hours=1)
+    mid = body["id"]
+    other = await client.post(
+        "/v1/remember",
+        json={"namespace": "frank", "type": "gotcha",
+              "content": "The snapshot restore silently skips tables without a primary key.",
+              "related": [{"id": mid}]},
+        headers=auth,
+    )
+    assert other.json()["expires_at"] is None
+    got = await client.get(f"/v1/memories/{mid}", headers=auth)
+    assert got.json()["expires_at"] is not None
+    goal = {"goal": "staging database nightly snapshot rebuild Monday", "namespace": "frank"}
+    pack = (await client.post("/v1/context", json=goal, headers=auth)).json()
+    shown = {i["id"]: i["quality"]["expires_at"] for s in pack["sections"] for i in s["items"]}
+    assert shown[mid] is not None
+
+    expire_now(pg_url, mid)
+    assert (await client.get(f"/v1/memories/{mid}", headers=auth)).status_code == 404
+    listed = (await client.get("/v1/memories", params={"namespace": "frank"}, headers=auth)).json()
+    assert mid not in {m["id"] for m in listed["items"]} and listed["total"] == 1
+    related = (await client.get(f"/v1/memories/{other.json()['id']}", headers=auth)).json()
+    assert related["related"] == []
+    pack = (await client.post("/v1/context", json=goal, headers=auth)).json()
+    assert mid not in {i["id"] for s in pack["sections"] for i in s["items"]}
+    # Linking to an expired memory is linking to an unknown one.
+    r = await client.post(
+        "/v1/remember",
+        json={"namespace": "frank", "content": "Snapshots older than a week are deleted.",
+              "related": [{"id": mid}]},
+        headers=auth,
+    )
+    assert r.status_code == 422 and r.json()["error"]["field"] == "related.0.id"
+
+    # Writing the same content again stores it anew (the expired one is purged, audited).
+    again = await client.post(
+        "/v1/remember", json={"namespace": "frank", "type": "procedure", "content": CONTENT}, headers=auth
+    )
+    assert again.json()["status"] == "created" and again.json()["id"] != mid
+    audit = (await client.get("/v1/audit", params={"memory_id": mid}, headers=auth)).json()
+    assert "expire" in {row["action"] for row in audit["items"]}
+
+
+async def test_purge_job_deletes_expired_with_audit(
+    client: httpx.AsyncClient, key: Key, pg_url: str, app: FastAPI
+) -> None:
+    auth = key.headers
+    r = await client.post(
+        "/v1/remember/batch",
+        json={"items": [
+            {"namespace": "gina", "content": CONTENT, "expires_at": (datetime.now(UTC) + timedelta(days=1)).isoformat()},
+            {"namespace": "gina", "content": "Gina reviews every migration before it ships."},
+        ]},
+        headers=auth,
+    )
+    items = r.json()["items"]
+    assert items[0]["expires_at"] is not None and items[1]["expires_at"] is None
+    expire_now(pg_url, items[0]["id"])
+    async with app.state.ctx.sessionmaker() as session:
+        purged = await purge_expired(session)
+        await session.commit()
+    assert purged.get(key.org_id) == 1
+    with psycopg.connect(pg_url) as conn:
+        left = conn.execute("SELECT count(*) FROM memories WHERE org_id = %s", (key.org_id,)).fetchone()
+        row = conn.execute(
+            "SELECT outcome, memory_ids FROM audit_events WHERE org_id = %s AND action = 'expire'",
+            (key.org_id,),
+        ).fetchone()
+    assert left is not None and left[0] == 1
+    assert row is not None and row[0] == "purged" and [str(i) for i in row[1]] == [items[0]["id"]]
+
+
+async def test_bad_expiry_input_is_named(client: httpx.AsyncClient, key: Key) -> None:
+    base = {"namespace": "hal", "content": CONTENT}
+    past = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
+    r = await client.post("/v1/remember", json={**base, "expires_at": past}, headers=key.headers)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "expires_at"
+    both = {**base, "ttl_seconds": 10, "expires_at": (datetime.now(UTC) + timedelta(days=1)).isoformat()}
+    r = await client.post("/v1/remember", json=both, headers=key.headers)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "ttl_seconds"
+    r = await client.post("/v1/remember", json={**base, "ttl_seconds": 0}, headers=key.headers)
+    assert r.status_code == 422
+    r = await client.post(
+        "/v1/remember/batch", json={"items": [base, {**base, "expires_at": past}]}, headers=key.headers
+    )
+    assert r.status_code == 422 and r.json()["error"]["field"] == "items.1.expires_at"
+
+
+def test_default_ttl_per_type(pg_url: str) -> None:
+    settings = make_settings(pg_url, default_ttl_seconds={"episode": 60})
+    episode = RememberRequest(namespace="u", content=CONTENT, type="episode")
+    decision = RememberRequest(namespace="u", content=CONTENT, type="decision")
+    when = expiry_of(episode, settings)
+    assert when is not None and timedelta(seconds=55) < when - datetime.now(UTC) <= timedelta(seconds=60)
+    assert expiry_of(decision, settings) is None
+    assert expiry_of(episode, make_settings(pg_url)) is None
+    explicit = RememberRequest(namespace="u", content=CONTENT, type="episode", ttl_seconds=7200)
+    assert (expiry_of(explicit, settings) or datetime.now(UTC)) - datetime.now(UTC) > timedelta(hours=1)

@@ -1,0 +1,273 @@
+"""ctxpack ingest: formats, one memory per turn, sessions, valid_at, external ids, resume,
+idempotent reruns, links, and the command itself."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from fastapi import FastAPI
+
+from service.embedding import AsyncEmbedder
+from service.embedding.fake import FakeEmbedder
+from service.lifecycle.ingest import (
+    Checkpoint,
+    HttpTarget,
+    IngestSummary,
+    LocalTarget,
+    Mapping,
+    ingest,
+    item_of,
+    read_turns,
+)
+from service.lifecycle.local import LocalResources, operator
+from service.store.database import create_engine, make_sessionmaker
+from tests.conftest import Key, make_settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+JSONL = "\n".join(
+    json.dumps(row)
+    for row in [
+        {"text": "I moved to Lisbon last spring to join a robotics startup.", "speaker": "Ana", "timestamp": "2024-04-02T09:00:00Z", "session": 1},
+        {"text": "That sounds exciting, what does the startup build exactly?", "speaker": "Ben", "timestamp": "2024-04-02T09:01:00Z", "session": 1},
+        {"text": "We build warehouse robots that sort parcels by weight and size.", "speaker": "Ana", "timestamp": "2024-04-02T09:02:00Z", "session": 1},
+        {"text": "My sister adopted a grey kitten called Pixel last weekend.", "speaker": "Ben", "timestamp": "2024-05-10T18:00:00Z", "session": 2},
+        {"text": "Pixel already knocked every plant off her kitchen windowsill.", "speaker": "Ben", "timestamp": "2024-05-10T18:01:00Z", "session": 2},
+        {"text": 'Traceback (most recent call last):\n  File "a.py", line 3, in <module>\n    main()\n'
+                 '  File "a.py", line 2, in main\n    raise ValueError(1)\nValueError: 1',
+         "speaker": "Ana", "timestamp": "2024-05-10T18:02:00Z", "session": 2},
+    ]
+)
+
+LOCOMO = [
+    {
+        "sample_id": "conv-1",
+        "conversation": {
+            "speaker_a": "Caroline",
+            "speaker_b": "Melanie",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Caroline", "dia_id": "D1:1", "text": "I went to a support group yesterday and it was powerful."},
+                {"speaker": "Melanie", "dia_id": "D1:2", "text": "I painted a sunrise over the lake last week.",
+                 "img_url": ["x"], "blip_caption": "a painting of a sunrise"},
+            ],
+            "session_2_date_time": "7:00 pm on 25 May, 2023",
+            "session_2": [
+                {"speaker": "Caroline", "dia_id": "D2:1", "text": "I am researching adoption agencies for next year."},
+            ],
+        },
+    }
+]
+
+OPENAI = [
+    {"id": "chat-a", "messages": [
+        {"role": "system", "content": "You are helpful."},
+        {"role": "user", "content": "I prefer tabs over spaces in every Go project I maintain."},
+        {"role": "assistant", "content": [{"type": "text", "text": "Noted: gofmt uses tabs anyway, so your Go code will follow that."}]},
+    ]},
+    {"id": "chat-b", "messages": [
+        {"role": "user", "content": "Our deploy window is Tuesday mornings between nine and eleven."},
+    ]},
+]
+
+
+def test_formats() -> None:
+    fmt, turns = read_turns(JSONL)
+    assert fmt == "jsonl" and len(turns) == 6
+    assert turns[0].session == "1" and turns[3].position == 0 and turns[4].position == 1
+    assert turns[0].external_id == read_turns(JSONL)[1][0].external_id  # stable
+
+    fmt, turns = read_turns(json.dumps(LOCOMO))
+    assert fmt == "locomo" and [t.external_id for t in turns] == ["conv-1:D1:1", "conv-1:D1:2", "conv-1:D2:1"]
+    assert turns[1].text.endswith("[shares a photo: a painting of a sunrise]")
+    item = item_of(turns[0], Mapping("loco-{conversation}"), fmt)
+    assert item["namespace"] == "loco-conv-1:s1"
+    assert item["content"].startswith("Caroline: I went")
+    assert item["valid_at"].startswith("2023-05-08T13:56")
+    assert item["source"] == "conv-1:D1:1" and item["metadata"]["external_id"] == "conv-1:D1:1"
+    flat = item_of(turns[0], Mapping("loco", sessions="metadata", speaker_in="metadata"), fmt)
+    assert flat["namespace"] == "loco" and flat["content"].startswith("I went")
+    assert flat["metadata"]["speaker"] == "Caroline" and flat["metadata"]["session"] == "1"
+
+    for text in (json.dumps(OPENAI), "\n".join(json.dumps(c) for c in OPENAI)):
+        fmt, turns = read_turns(text)
+        assert fmt == "openai" and [t.speaker for t in turns] == ["user", "assistant", "user"]
+        assert [t.session for t in turns] == ["chat-a", "chat-a", "chat-b"]
+    fmt, turns = read_turns(json.dumps(OPENAI[0]["messages"]))
+    assert fmt == "openai" and len(turns) == 2
+
+    from service.errors import InvalidInput
+
+    with pytest.raises(InvalidInput):
+        read_turns("not json at all")
+    with pytest.raises(InvalidInput):
+        item_of(turns[0], Mapping("bad namespace!"), "openai")
+
+
+@contextlib.asynccontextmanager
+async def local_target(pg_url: str, key: Key) -> AsyncIterator[LocalTarget]:
+    settings = make_settings(pg_url)
+    engine = create_engine(pg_url, settings)
+    try:
+        res = LocalResources(settings, make_sessionmaker(engine), AsyncEmbedder(FakeEmbedder(), 1, 0))
+        yield LocalTarget(res, operator(key.org_id))
+    finally:
+        await engine.dispose()
+
+
+def memories(url: str, org_id: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT namespace, content, valid_at, metadata->>'external_id' FROM memories"
+            " WHERE org_id = %s ORDER BY valid_at", (org_id,),
+        ).fetchall()
+
+
+async def test_local_ingest_resume_and_rerun(pg_url: str, key: Key, tmp_path: Path) -> None:
+    fmt, turns = read_turns(JSONL)
+    mapping = Mapping("kim")
+
+    class Interrupting:
+        def __init__(self, inner: LocalTarget) -> None:
+            self.inner, self.calls = inner, 0
+
+        async def send(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            self.calls += 1
+            if self.calls == 2:
+                raise KeyboardInterrupt
+            return await self.inner.send(items)
+
+    ck = tmp_path / "ck.jsonl"
+    async with local_target(pg_url, key) as target:
+        first = IngestSummary()
+        with Checkpoint(ck) as checkpoint, pytest.raises(KeyboardInterrupt):
+            await ingest(turns, Interrupting(target), mapping, fmt, checkpoint=checkpoint, summary=first, batch_size=2)
+        assert first.interrupted and first.created == 2
+        assert len(memories(pg_url, key.org_id)) == 2
+
+        with Checkpoint(ck) as checkpoint:
+            resumed = await ingest(turns, target, mapping, fmt, checkpoint=checkpoint, summary=IngestSummary(), batch_size=2)
+        assert resumed.resumed == 2 and resumed.created == 3
+        assert resumed.rejected == {"stack_trace": 1}
+
+        # Without the resume file, a rerun is idempotent: every turn is an exact duplicate.
+        again = await ingest(turns, target, mapping, fmt, checkpoint=Checkpoint(None), summary=IngestSummary(), batch_size=4)
+        assert again.created == 0 and again.duplicate == 5
+
+    rows = memories(pg_url, key.org_id)
+    assert [r[0] for r in rows] == ["kim:s1"] * 3 + ["kim:s2"] * 2
+    assert rows[0][1] == "Ana: I moved to Lisbon last spring to join a robotics startup."
+    assert rows[0][2].isoformat().startswith("2024-04-02T09:00:00")
+    assert all(r[3] for r in rows)
+
+
+async def test_http_ingest_with_links(app: FastAPI, key: Key, pg_url: str, tmp_path: Path) -> None:
+    fmt, turns = read_turns(json.dumps(LOCOMO))
+    target = HttpTarget("http://test", key.key, transport=httpx.ASGITransport(app=app))
+    try:
+        with Checkpoint(tmp_path / "ck") as checkpoint:
+            summary = await ingest(
+                turns, target, Mapping("loco-{conversation}"), fmt,
+                checkpoint=checkpoint, summary=IngestSummary(), links=True,
+            )
+    finally:
+        await target.close()
+    assert summary.created == 3
+    with psycopg.connect(pg_url) as conn:
+        edges = conn.execute(
+            "SELECT r.relationship FROM relations r WHERE r.org_id = %s", (key.org_id,)
+        ).fetchall()
+    assert [e[0] for e in edges] == ["follows"]
+
+    refused = HttpTarget("http://test", "ctxp_wrong", transport=httpx.ASGITransport(app=app), retries=0)
+    try:
+        from service.errors import CtxpackError
+
+        with pytest.raises(CtxpackError):
+            await refused.send([item_of(turns[0], Mapping("x"), fmt)])
+    finally:
+        await refused.close()
+
+
+async def test_the_command(pg_url: str, key: Key, tmp_path: Path) -> None:
+    """ingest, export, erase through `python -m service`, on the local database."""
+    data = tmp_path / "chat.jsonl"
+    data.write_text(JSONL)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CTXPACK_EMBEDDER": "fake", "CTXPACK_DATABASE_URL": pg_url,
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "service", *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+
+    done = run("ingest", str(data), "--namespace", "lee", "--org", key.org, "--batch-size", "4")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["created"] == 5 and summary["rejected"] == 1
+    assert "rejected" in done.stderr and "ingest:" in done.stderr  # plain progress lines off a TTY
+    again = run("ingest", str(data), "--namespace", "lee", "--org", key.org)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["skipped_already_done"] == 6
+
+    exported = run("export", "--org", key.org, "--namespace", "lee")
+    assert exported.returncode == 0, exported.stderr
+    assert len(exported.stdout.splitlines()) == 1 + 5 + 1
+
+    refused = run("erase", "--namespace", "lee", "--org", key.org)
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    erased = run("erase", "--namespace", "lee", "--org", key.org, "--yes")
+    assert erased.returncode == 0, erased.stderr
+    assert json.loads(erased.stdout)["erased"]["memories"] == 5
+
+
+async def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(pg_url: str, key: Key, tmp_path: Path) -> None:
+    import signal
+    import time
+
+    data = tmp_path / "big.jsonl"
+    data.write_text("\n".join(
+        json.dumps({"text": f"Turn {i}: the team agreed that service {i} keeps its own database schema.",
+                    "speaker": "Ana" if i % 2 else "Ben", "session": i // 100, "id": f"t{i}"})
+        for i in range(1500)
+    ))
+    ck = tmp_path / "resume.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CTXPACK_EMBEDDER": "fake", "CTXPACK_DATABASE_URL": pg_url}
+    command = [sys.executable, "-m", "service", "ingest", str(data), "--namespace", "max", "--org", key.org,
+               "--batch-size", "5", "--checkpoint", str(ck)]
+    # A run in the background (nohup, &) inherits SIGINT ignored; the user at a terminal does not.
+    proc = subprocess.Popen(
+        command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 60
+    while not (ck.exists() and ck.stat().st_size > 0):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    first = json.loads(out)
+    assert first["interrupted"] and 0 < first["created"] < 1500
+    assert "run the same command again to resume" in err
+    done = len(ck.read_text().splitlines())
+    with psycopg.connect(pg_url) as conn:
+        stored = conn.execute("SELECT count(*) FROM memories WHERE org_id = %s", (key.org_id,)).fetchone()
+    assert done == first["created"]
+    # Whole batches only: the one in flight rolled back, or committed just before the signal
+    # landed (its turns then come back as duplicates).
+    assert stored is not None and stored[0] - done in (0, 5)
+
+    again = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    second = json.loads(again.stdout)
+    assert second["skipped_already_done"] == done
+    assert second["created"] == 1500 - stored[0] and second["duplicate"] == stored[0] - done

@@ -1,0 +1,217 @@
+"""Export a store, import it into a fresh database: the same memories, and byte-identical
+packs for a fixed set of goals. Import is idempotent, and redaction and the gate still apply."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from fastapi import FastAPI
+
+from service.app import create_app
+from service.domain import keys as key_service
+from service.embedding import AsyncEmbedder
+from service.embedding.fake import FakeEmbedder
+from service.lifecycle.local import LocalResources
+from service.lifecycle.transfer import export_store, import_store
+from service.store.database import (
+    _with_database,
+    create_engine,
+    ensure_database,
+    make_sessionmaker,
+    upgrade,
+)
+from tests.conftest import Key, make_settings
+
+GOALS = [
+    ("How do we deploy the billing service?", "ivy"),
+    ("What breaks when importing CSV files?", "ivy:s1"),
+    ("Which datastore holds invoices and why?", "ivy:s1:t1"),
+]
+
+FACTS = [
+    ("ivy", "decision", "We deploy the billing service with blue-green releases behind the load balancer."),
+    ("ivy", "constraint", "Invoices must stay in Postgres: the auditors require a single datastore."),
+    ("ivy:s1", "gotcha", "The CSV importer silently drops rows whose date column uses two-digit years."),
+    ("ivy:s1", "procedure", "To rerun a failed import, truncate the staging table and replay the queue."),
+    ("ivy:s1:t1", "task", "Migrate the invoice archive to the new partitioned table by Friday."),
+    ("other", "decision", "The marketing site is built with a static generator and hosted on a CDN."),
+]
+
+
+@pytest.fixture
+async def fresh_db(pg_server: Any) -> str:
+    admin = pg_server.get_uri()
+    name = f"ctxpack_rt_{uuid.uuid4().hex[:8]}"
+    ensure_database(admin, name)
+    url = str(_with_database(admin, name))
+    upgrade(url)
+    return url
+
+
+@pytest.fixture
+async def fresh_app(fresh_db: str) -> AsyncIterator[FastAPI]:
+    application = create_app(make_settings(fresh_db, audit_prune_interval_seconds=0), embedder=FakeEmbedder(), database_url=fresh_db)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@contextlib.asynccontextmanager
+async def resources(url: str) -> AsyncIterator[LocalResources]:
+    settings = make_settings(url)
+    engine = create_engine(url, settings)
+    try:
+        yield LocalResources(settings, make_sessionmaker(engine), AsyncEmbedder(FakeEmbedder(), 1, 0))
+    finally:
+        await engine.dispose()
+
+
+async def seed(client: httpx.AsyncClient, auth: dict[str, str]) -> dict[str, str]:
+    ids: dict[str, str] = {}
+    for i, (ns, type_, content) in enumerate(FACTS):
+        body: dict[str, Any] = {
+            "namespace": ns, "type": type_, "content": content, "tags": [f"t{i}"],
+            "metadata": {"n": i, "nested": {"ok": True}}, "valid_at": f"2026-03-0{i + 1}T10:00:00Z",
+        }
+        if i == 1:
+            body["related"] = [{"id": ids["0"], "relationship": "depends_on"}]
+        if i == 4:
+            body["expires_at"] = (datetime.now(UTC) + timedelta(days=30)).isoformat()
+        r = await client.post("/v1/remember", json=body, headers=auth)
+        assert r.status_code == 201, r.text
+        ids[str(i)] = r.json()["id"]
+    newer = await client.post(
+        "/v1/remember",
+        json={"namespace": "ivy:s1", "type": "procedure", "supersedes": ids["3"],
+              "content": "To rerun a failed import, replay the queue: the staging table is truncated for you now."},
+        headers=auth,
+    )
+    ids["new"] = newer.json()["id"]
+    art = await client.post(
+        "/v1/artifacts", json={"namespace": "ivy", "name": "deploy matrix", "body": {"envs": ["prod", "staging"]}},
+        headers=auth,
+    )
+    assert art.status_code == 201, art.text
+    return ids
+
+
+def rows(url: str, org_id: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url) as conn:
+        mems = conn.execute(
+            "SELECT id, namespace, type, name, content, content_hash, embedding::text, project, domain,"
+            " agent_id, tags, source, origin, url, valid_at, created_at, updated_at, superseded_by,"
+            " expires_at, metadata FROM memories WHERE org_id = %s ORDER BY id",
+            (org_id,),
+        ).fetchall()
+        rels = conn.execute(
+            "SELECT id, source_id, target_id, relationship, created_at FROM relations"
+            " WHERE org_id = %s ORDER BY id", (org_id,),
+        ).fetchall()
+        arts = conn.execute(
+            "SELECT id, namespace, name, summary, body, memory_id, created_at FROM artifacts"
+            " WHERE org_id = %s ORDER BY id", (org_id,),
+        ).fetchall()
+    return [*mems, ("relations", *rels), ("artifacts", *arts)]
+
+
+async def packs(client: httpx.AsyncClient, auth: dict[str, str]) -> list[tuple[str, list[Any]]]:
+    out = []
+    for goal, ns in GOALS:
+        r = await client.post("/v1/context", json={"goal": goal, "namespace": ns, "layer": "deep_search"}, headers=auth)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        out.append((body["markdown"], [[i["id"], i["score"]] for s in body["sections"] for i in s["items"]]))
+    return out
+
+
+@pytest.mark.parametrize("with_vectors", [True, False])
+async def test_round_trip_same_memories_same_packs(
+    client: httpx.AsyncClient, key: Key, pg_url: str, fresh_db: str, fresh_app: FastAPI, tmp_path: Path,
+    with_vectors: bool,
+) -> None:
+    await seed(client, key.headers)
+    out = io.StringIO()
+    async with resources(pg_url) as source:
+        exported = await export_store(source, out, org=key.org, with_vectors=with_vectors)
+    assert exported.memories == 8 and exported.artifacts == 1
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert lines[0]["kind"] == "header" and lines[0]["version"] == 1 and lines[0]["dims"] == 384
+    assert lines[-1] == {"kind": "end", "memories": 8, "artifacts": 1}
+    assert ("embedding" in lines[1]) is with_vectors
+    path = tmp_path / "export.jsonl"
+    path.write_text(out.getvalue())
+
+    async with resources(fresh_db) as target:
+        summary = await import_store(target, path, org="imported")
+        again = await import_store(target, path, org="imported")
+    assert summary.created == 8 and summary.rejected == {} and summary.complete
+    assert summary.reembedded == (0 if with_vectors else 8)
+    assert summary.relations >= 2 and summary.artifacts == 1
+    assert again.created == 0 and again.existing == 8
+
+    async with fresh_app.state.ctx.sessionmaker() as session:
+        created = await key_service.create_key(session, org="imported", scopes=["read", "write"])
+        await session.commit()
+    mine, copied = rows(pg_url, key.org_id), rows(fresh_db, created.org_id)
+    for a, b in zip(mine, copied, strict=True):
+        assert a == b, [(i, x, y) for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+
+    transport = httpx.ASGITransport(app=fresh_app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as other:
+        theirs = await packs(other, {"Authorization": f"Bearer {created.key}"})
+    ours = await packs(client, key.headers)
+    assert any(items for _, items in ours)
+    assert [m.encode() for m, _ in theirs] == [m.encode() for m, _ in ours]
+    assert theirs == ours
+
+
+async def test_export_filters_and_import_applies_redaction_and_gate(
+    client: httpx.AsyncClient, key: Key, pg_url: str, fresh_db: str, tmp_path: Path
+) -> None:
+    await seed(client, key.headers)
+    out = io.StringIO()
+    async with resources(pg_url) as source:
+        exported = await export_store(source, out, org=key.org, namespace="ivy:s1")
+    assert exported.memories == 4  # the gotcha, both procedures, the task below
+    lines = out.getvalue().splitlines()
+    memory = json.loads(lines[1])
+    # An edited file: a secret pasted into one memory, a fragment in another.
+    secret = "sk-live-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
+    memory["content"] += f" The API key is {secret}"
+    lines[1] = json.dumps(memory)
+    fragment = json.loads(lines[2])
+    fragment["content"] = "ok"
+    fragment["id"] = str(uuid.uuid4())
+    lines[2] = json.dumps(fragment)
+    path = tmp_path / "edited.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    async with resources(fresh_db) as target:
+        summary = await import_store(target, path, org="edited")
+    assert sum(summary.rejected.values()) == 1
+    with psycopg.connect(fresh_db) as conn:
+        dump = " ".join(r[0] for r in conn.execute("SELECT content FROM memories").fetchall())
+    assert secret not in dump and "REDACTED" in dump
+
+    future = io.StringIO()
+    since = datetime.now(UTC) + timedelta(hours=1)
+    async with resources(pg_url) as source:
+        assert (await export_store(source, future, org=key.org, since=since)).memories == 0
+
+
+async def test_import_refuses_a_foreign_file(fresh_db: str, tmp_path: Path) -> None:
+    from service.errors import InvalidInput
+
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"hello": 1}\n')
+    async with resources(fresh_db) as target:
+        with pytest.raises(InvalidInput):
+            await import_store(target, path, org="x")
