@@ -17,7 +17,6 @@ import psycopg
 import pytest
 from fastapi import FastAPI
 
-from service.embedding import AsyncEmbedder
 from service.embedding.fake import FakeEmbedder
 from service.lifecycle.ingest import (
     Checkpoint,
@@ -29,8 +28,8 @@ from service.lifecycle.ingest import (
     item_of,
     read_turns,
 )
-from service.lifecycle.local import LocalResources, operator
-from service.store.database import create_engine, make_sessionmaker
+from service.lifecycle.local import operator
+from service.resources import open_resources
 from tests.conftest import Key, make_settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -117,12 +116,10 @@ def test_formats() -> None:
 @contextlib.asynccontextmanager
 async def local_target(pg_url: str, key: Key) -> AsyncIterator[LocalTarget]:
     settings = make_settings(pg_url)
-    engine = create_engine(pg_url, settings)
-    try:
-        res = LocalResources(settings, make_sessionmaker(engine), AsyncEmbedder(FakeEmbedder(), 1, 0))
+    async with open_resources(
+        settings, database_url=pg_url, embedder=FakeEmbedder(), listen=False
+    ) as res:
         yield LocalTarget(res, operator(key.org_id))
-    finally:
-        await engine.dispose()
 
 
 def memories(url: str, org_id: Any) -> list[tuple[Any, ...]]:

@@ -19,15 +19,13 @@ from fastapi import FastAPI
 
 from service.app import create_app
 from service.domain import keys as key_service
-from service.embedding import AsyncEmbedder
 from service.embedding.fake import FakeEmbedder
 from service.lifecycle.local import LocalResources
 from service.lifecycle.transfer import export_store, import_store
+from service.resources import open_resources
 from service.store.database import (
     _with_database,
-    create_engine,
     ensure_database,
-    make_sessionmaker,
     upgrade,
 )
 from tests.conftest import Key, make_settings
@@ -67,12 +65,10 @@ async def fresh_app(fresh_db: str) -> AsyncIterator[FastAPI]:
 
 @contextlib.asynccontextmanager
 async def resources(url: str) -> AsyncIterator[LocalResources]:
-    settings = make_settings(url)
-    engine = create_engine(url, settings)
-    try:
-        yield LocalResources(settings, make_sessionmaker(engine), AsyncEmbedder(FakeEmbedder(), 1, 0))
-    finally:
-        await engine.dispose()
+    async with open_resources(
+        make_settings(url), database_url=url, embedder=FakeEmbedder(), listen=False
+    ) as res:
+        yield res
 
 
 async def seed(client: httpx.AsyncClient, auth: dict[str, str]) -> dict[str, str]:
