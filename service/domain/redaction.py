@@ -473,6 +473,9 @@ def _accept_keyed(m: re.Match[str]) -> str | None:
     return label
 
 
+_CURL_BEFORE_RE = re.compile(r"\bcurl\b[^\n]*\Z")
+
+
 def _accept_xml(m: re.Match[str]) -> str | None:
     label = _label_for_key(m.group("key"))
     if label is None:
@@ -661,9 +664,13 @@ _RULES: tuple[_Rule, ...] = (
     # ``curl -u user:password`` (before the generic URL rule: no ``://`` here).
     _Rule(
         "PASSWORD",
-        re.compile(r"\bcurl\b[^\n]{0,400}?\s(?:-u|--user)[ =][\"']?[^\s:\"']+:(?P<v>[^\s\"']+)"),
+        re.compile(r"(?<=\s)(?:-u|--user)[ =][\"']?[^\s:\"']+:(?P<v>[^\s\"']+)"),
         ("v",),
         ("curl",),
+        # Only in a curl command: ``curl`` earlier on the same line.
+        lambda m: "PASSWORD" if _CURL_BEFORE_RE.search(
+            m.string, max(0, m.start() - 400), m.start()
+        ) else None,
     ),
     # scheme://user:password@host — postgres, mysql, mongodb+srv, redis (empty
     # user allowed), amqp, https basic-auth URLs... No ``/`` in the password, so
@@ -889,12 +896,18 @@ class Redactor:
         return RedactionResult(text, counts)
 
     def redact_json(self, obj: JSONValue) -> tuple[JSONValue, dict[str, int]]:
-        """Redact a JSON-like value (dicts, lists, scalars) without mutating it.
+        """Redact a JSON-like value (dicts, lists, scalars), keys and values at any depth,
+        without mutating it.
 
-        String values are redacted as text. A value whose key names a secret
-        (``password``, ``api_key``, ``accessToken``, ``client_secret``...) is
-        replaced whole, whatever its shape: ``{"password": "hunter2"}`` becomes
-        ``{"password": "[PASSWORD:REDACTED]"}``. Keys are kept as they are.
+        * String values are redacted as text.
+        * Keys are redacted as text too (a key can be a secret: ``{"ghp_...": 1}``); when
+          two keys end up the same, the later one gets a `` (2)`` suffix, so nothing is
+          lost.
+        * A value whose key names a secret (``password``, ``api_key``, ``accessToken``,
+          ``client_secret``...) is replaced whole, whatever its shape:
+          ``{"password": "hunter2"}`` becomes ``{"password": "[PASSWORD:REDACTED]"}``; an
+          object or list under such a key has every scalar leaf replaced
+          (``{"password": {"v": "..."}}``).
 
         Args:
             obj: A value as produced by ``json.loads``; tuples are treated as lists.
@@ -903,26 +916,49 @@ class Redactor:
             The redacted copy and the number of replacements per label.
         """
         counts: dict[str, int] = {}
-        return self._walk(obj, counts), counts
+        return self._walk(obj, counts, None), counts
 
-    def _walk(self, obj: JSONValue, counts: dict[str, int]) -> JSONValue:
+    def _walk(self, obj: JSONValue, counts: dict[str, int], secret: str | None) -> JSONValue:
         if isinstance(obj, str):
+            if secret is not None and _is_whole_secret(obj):
+                counts[secret] = counts.get(secret, 0) + 1
+                return placeholder(secret)
             result = self.redact(obj)
             _add(counts, result.counts)
             return result.text
         if isinstance(obj, dict):
             out: dict[str, JSONValue] = {}
             for key, value in obj.items():
-                label = _label_for_key(key) if isinstance(key, str) else None
-                if label is not None and _is_whole_secret(value):
-                    out[key] = placeholder(label)
-                    counts[label] = counts.get(label, 0) + 1
+                text_key = key if isinstance(key, str) else str(key)
+                label = _label_for_key(_plain_key(text_key)) or secret
+                new_key = self.redact(text_key)
+                _add(counts, new_key.counts)
+                name = new_key.text
+                n = 2
+                while name in out:
+                    name = f"{new_key.text} ({n})"
+                    n += 1
+                if label is not None and not isinstance(value, dict | list | tuple):
+                    if _is_whole_secret(value):
+                        out[name] = placeholder(label)
+                        counts[label] = counts.get(label, 0) + 1
+                    else:
+                        out[name] = self._walk(value, counts, None)
                 else:
-                    out[key] = self._walk(value, counts)
+                    out[name] = self._walk(value, counts, label)
             return out
         if isinstance(obj, list | tuple):
-            return [self._walk(item, counts) for item in obj]
+            return [self._walk(item, counts, secret) for item in obj]
+        if secret is not None and _is_whole_secret(obj):
+            counts[secret] = counts.get(secret, 0) + 1
+            return placeholder(secret)
         return obj
+
+
+def _plain_key(key: str) -> str:
+    """A key as the rules read it: NFKC, no zero-width characters, ``%XX`` decoded."""
+    view = normalised_view(key)
+    return view.view if view is not None else key
 
 
 def _is_whole_secret(value: JSONValue) -> bool:
@@ -1104,11 +1140,14 @@ class _Taken:
 
 def _scan(text: str, *, decode_base64: bool = True) -> list[tuple[int, int, str]]:
     """Run the rule table over ``text``; sorted, non-overlapping ``(start, end, label)``."""
-    lowered = text.lower()
     taken = _Taken()
-    # Placeholders already in the text are taken first, so nothing wraps them.
-    for m in _PLACEHOLDER_RE.finditer(text):
-        taken.add(*m.span())
+    # Placeholders already in the text are taken first, so nothing wraps them, and masked
+    # (same length), so that the words in them ("[API_KEY:REDACTED]") are no keywords.
+    if ":REDACTED]" in text:
+        for m in _PLACEHOLDER_RE.finditer(text):
+            taken.add(*m.span())
+        text = _PLACEHOLDER_RE.sub(lambda m: "\x00" * len(m.group()), text)
+    lowered = text.lower()
     found: list[tuple[int, int, str]] = []
     for rule in _RULES:
         if rule.triggers and not any(t in lowered for t in rule.triggers):
