@@ -18,6 +18,7 @@ Layers:
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -30,7 +31,7 @@ from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.facets import FACET_TITLES, FACETS, INTENT_FACETS, WAKE_FACETS, facet_of
 from service.domain.pack_markdown import RenderedPack, fit_empty, render_empty, render_pack
-from service.domain.redaction import Redactor
+from service.domain.redaction_fields import check_identifiers, redact_fields
 from service.embedding import AsyncEmbedder
 from service.schemas.context import (
     ContextItem,
@@ -42,7 +43,6 @@ from service.schemas.context import (
 )
 from service.store.retrieval import RankedPack, RankedRow, RetrievalRepository, Scope
 
-_REDACTOR = Redactor()
 # How much of the goal the audit row keeps (after redaction).
 AUDIT_GOAL_CHARS = 500
 
@@ -180,9 +180,10 @@ def _scope(
 
 
 def _request_summary(req: ContextRequest, limit: int) -> dict[str, Any]:
-    """What the audit row keeps of the request: the inputs, the goal redacted and cut."""
+    """What the audit row keeps of the request: the inputs, with goal and domain already
+    redacted (see compile_context) and the goal cut."""
     return {
-        "goal": _REDACTOR.redact(req.goal).text[:AUDIT_GOAL_CHARS],
+        "goal": req.goal[:AUDIT_GOAL_CHARS],
         "intent": req.intent,
         "layer": req.layer,
         "limit": limit,
@@ -226,9 +227,18 @@ async def compile_context(
     limit = req.limit or ranking.DEFAULT_LIMITS[req.layer]
     if req.layer == "wake":
         limit = min(limit, ranking.WAKE_MAX_ITEMS)
-    ctx.request = _request_summary(req, limit)
+    # Scope first, content after: a key refused here costs no text work, and its failed
+    # call's audit row holds no goal.
+    ctx.request = {"intent": req.intent, "layer": req.layer, "limit": limit}
     visible = caller.visible_namespaces(req.namespace)
+    check_identifiers({"project": req.project, "agent_id": req.agent_id})
     caller.check_project(req.project)
+    # The goal and domain are redacted once, off the event loop, and the redacted text is
+    # what the query, the markdown, the response and the audit row use: stored memories
+    # hold placeholders where the goal held secrets, so nothing is lost for retrieval.
+    redacted, _ = await asyncio.to_thread(redact_fields, {"goal": req.goal, "domain": req.domain})
+    req = req.model_copy(update=redacted)
+    ctx.request = _request_summary(req, limit)
 
     query = ranking.derive_query(req.goal, req.domain)
     types = ranking.wake_types() if req.layer == "wake" else None

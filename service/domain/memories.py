@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -13,7 +14,7 @@ from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.facets import facet_of
 from service.domain.namespaces import parse_namespace_filter
-from service.domain.redaction import Redactor, merge_counts
+from service.domain.redaction_fields import check_identifiers, redact_fields
 from service.domain.remember import (
     check_metadata,
     content_hash,
@@ -21,7 +22,7 @@ from service.domain.remember import (
     document_text,
     gate_config,
 )
-from service.domain.write_gate import WriteGate
+from service.domain.write_gate import HINTS, WriteGate
 from service.embedding import AsyncEmbedder
 from service.errors import Conflict, GateRejected, InvalidInput, NotFound
 from service.schemas.memories import (
@@ -34,7 +35,6 @@ from service.schemas.memories import (
 from service.store.memories import MemoryRepository
 from service.store.models import Memory
 
-_REDACTOR = Redactor()
 MAX_PAGE = 200
 
 
@@ -169,37 +169,18 @@ async def update_memory(
         if key in changes and changes[key] is None:
             raise InvalidInput(key, f"{key} cannot be null")
     if "project" in changes:
+        check_identifiers({"project": changes["project"]})
         caller.check_project(changes["project"])
-    values: dict[str, Any] = {}
-    counts: list[dict[str, int]] = []
-    for key in ("name", "url", "source"):
-        if changes.get(key) is not None:
-            result = _REDACTOR.redact(changes[key])
-            values[key] = result.text
-            counts.append(result.counts)
-        elif key in changes:
-            values[key] = None
     if "metadata" in changes:
-        metadata = changes["metadata"] or {}
-        check_metadata(metadata, settings, "metadata")
-        redacted, meta_counts = _REDACTOR.redact_json(metadata)
-        values["meta"] = redacted
-        counts.append(meta_counts)
-    for key in ("type", "project", "domain", "tags", "origin", "valid_at"):
-        if key in changes:
-            values[key] = changes[key]
-    if "content" in changes:
+        check_metadata(changes["metadata"] or {}, settings, "metadata")
+    if changes.get("content") is not None:
         if "\x00" in changes["content"]:
             raise InvalidInput("content", "NUL characters are not allowed in text")
-        result = _REDACTOR.redact(changes["content"])
-        counts.append(result.counts)
-        verdict = WriteGate(gate_config(settings)).check(
-            result.text, type=values.get("type", row.type), name=values.get("name")
-        )
-        if not verdict.accepted:
-            raise GateRejected([{"code": r.code, "hint": r.hint} for r in verdict.reasons])
-        values["content"] = result.text
-        values["content_hash"] = content_hash(result.text)
+        if len(changes["content"]) > gate_config(settings).max_chars:
+            # Size before redaction: oversize content is refused without being scanned.
+            raise GateRejected([{"code": "oversize", "hint": HINTS["oversize"]}])
+    values, redactions = await asyncio.to_thread(_redact_and_gate, changes, row, settings)
+    if "content" in values:
         taken = await repo.hash_taken(caller.org_id, row.namespace, values["content_hash"], memory_id)
         if taken is not None:
             raise Conflict(f"memory {taken} in this namespace already has this content", field="content", existing_id=str(taken))
@@ -209,10 +190,9 @@ async def update_memory(
         name = values.get("name", row.name)
         content = values.get("content", row.content)
         values["embedding"] = (await embedder.embed_documents([document_text(name, content)]))[0]
-    redactions = merge_counts(*counts)
     ctx.request = {
         "id": str(memory_id),
-        "fields": sorted(changes),
+        "fields": sorted(changes),  # field names only, never values
         "redactions": [{"label": k, "count": v} for k, v in sorted(redactions.items())],
         "redaction_count": sum(redactions.values()),
     }
@@ -225,6 +205,40 @@ async def update_memory(
     )
     await session.refresh(row)
     return to_out(row)
+
+
+def _redact_and_gate(
+    changes: dict[str, Any], row: Memory, settings: Settings
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """The CPU part of a PATCH, run in a worker thread: redact every changed text field
+    (the same pass as remember, see redaction_fields), then gate new content.
+
+    Returns:
+        The column values to write (``meta`` for metadata; ``content_hash`` with new
+        content) and the replacements per label.
+
+    Raises:
+        GateRejected: new content fails the write gate.
+    """
+    text_fields = ("name", "url", "source", "domain", "origin", "tags", "metadata", "content")
+    redacted, redactions = redact_fields(
+        {key: (changes[key] or {}) if key == "metadata" else changes[key]
+         for key in text_fields if key in changes}
+    )
+    values: dict[str, Any] = {}
+    for key, value in redacted.items():
+        values["meta" if key == "metadata" else key] = value
+    for key in ("type", "project", "valid_at"):
+        if key in changes:
+            values[key] = changes[key]
+    if "content" in values:
+        verdict = WriteGate(gate_config(settings)).check(
+            values["content"], type=values.get("type", row.type), name=values.get("name")
+        )
+        if not verdict.accepted:
+            raise GateRejected([{"code": r.code, "hint": r.hint} for r in verdict.reasons])
+        values["content_hash"] = content_hash(values["content"])
+    return values, redactions
 
 
 async def delete_memory(

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from service.domain.redaction_normalize import normalised_view
+from service.domain.redaction_normalize import PERCENT_RE, TextView, normalised_view
 
 __all__ = ["LABELS", "JSONValue", "RedactionResult", "Redactor", "merge_counts", "placeholder"]
 
@@ -798,7 +798,7 @@ _RULES: tuple[_Rule, ...] = (
             rf"""(?ix)
             (?<![A-Za-z0-9_.\-])
             (?P<key>[A-Za-z0-9_.\-]{{0,40}}?{_KEYWORDS_EXT})
-            (?P<sep>[ \t]+(?:(?:[a-z]{{1,12}}[ \t]+){{0,4}}?(?:is|was|are|=|:)[ \t]+
+            (?P<sep>[ \t]+(?:(?:[a-z][a-z0-9_\-]{{0,23}}[ \t]+){{0,4}}?(?:is|was|are|=|:)[ \t]+
                 (?:(?:now|still|just|currently|set[ ]to|changed[ ]to|reset[ ]to)[ \t]+)?)?)
             ["'`]?(?P<vu>[^\s"'`<>()\[\]{{}},;]{{3,199}}[^\s"'`<>()\[\]{{}},;.!?:])
             (?=["'`]?(?:[\s,;.!?:)\]}}]|$))
@@ -1185,20 +1185,27 @@ def _redact_once(text: str) -> tuple[str, dict[str, int]]:
     """
     if not text:
         return text, {}
-    view = normalised_view(text)
-    found = _scan(view.view if view is not None else text)
-    if not found:
+    views: list[TextView | None] = [normalised_view(text)]
+    if PERCENT_RE.search(text):
+        views.append(normalised_view(text, decode_percent=True))
+    spans: list[tuple[int, int, str]] = []
+    for view in views:
+        for start, end, label in _scan(view.view if view is not None else text):
+            if view is not None:
+                start, end = view.original_span(start, end)
+            spans.append((start, end, label))
+    if not spans:
         return text, {}
-    if view is not None:
-        mapped: list[tuple[int, int, str]] = []
-        for start, end, label in found:
-            o_start, o_end = view.original_span(start, end)
-            if mapped and o_start < mapped[-1][1]:  # two view spans from one original char
-                prev = mapped.pop()
-                o_start, label = prev[0], prev[2]
-                o_end = max(o_end, prev[1])
-            mapped.append((o_start, o_end, label))
-        found = mapped
+    # Spans from two views, or two view spans from one original character, may overlap:
+    # merge them, keeping the first label.
+    spans.sort()
+    found: list[tuple[int, int, str]] = []
+    for start, end, label in spans:
+        if found and start < found[-1][1]:
+            prev = found.pop()
+            found.append((prev[0], max(prev[1], end), prev[2]))
+        else:
+            found.append((start, end, label))
     parts: list[str] = []
     counts: dict[str, int] = {}
     pos = 0

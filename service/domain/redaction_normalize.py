@@ -29,6 +29,8 @@ __all__ = ["TextView", "normalised_view"]
 
 ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e\u200e\u200f")
 _SPECIAL_RE = re.compile(r"[^\x00-\x7f]+|%[2-7][0-9A-Fa-f]")
+_NON_ASCII_RE = re.compile(r"[^\x00-\x7f]+")
+PERCENT_RE = re.compile(r"%(?:2[1-9A-Fa-f]|[3-7][0-9A-Fa-f])")
 
 
 @dataclass(frozen=True)
@@ -51,24 +53,29 @@ def _nfkc_char(ch: str) -> str:
     return unicodedata.normalize("NFKC", ch)
 
 
-def normalised_view(text: str) -> TextView | None:
+def normalised_view(text: str, *, decode_percent: bool = False) -> TextView | None:
     """The view of ``text`` the rules read, or None when ``text`` is its own view.
 
     Args:
         text: Any text.
+        decode_percent: Also decode ``%XX`` escapes of printable ASCII other than the
+            space. The redactor reads both views when a text holds escapes: decoding
+            ``%40`` inside a URL's password would cut it at the ``@``, while ``%3D`` in
+            ``password%3Dhunter2`` hides the ``=`` the rules look for.
 
     Returns:
         None when nothing changes (the common case: plain ASCII); otherwise the view and,
         per view character, the span of ``text`` it came from.
     """
-    if text.isascii() and "%" not in text:
+    if text.isascii() and not decode_percent:
         return None
+    special = _SPECIAL_RE if decode_percent else _NON_ASCII_RE
     pieces: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
     pos = 0
     changed = False
-    for m in _SPECIAL_RE.finditer(text):
+    for m in special.finditer(text):
         s, e = m.span()
         if s > pos:
             pieces.append(text[pos:s])
@@ -77,7 +84,7 @@ def normalised_view(text: str) -> TextView | None:
         token = m.group()
         if token[0] == "%":
             ch = chr(int(token[1:], 16))
-            if ch == "\x7f":
+            if ch in "\x7f ":
                 pieces.append(token)
                 starts.extend(range(s, e))
                 ends.extend(range(s + 1, e + 1))

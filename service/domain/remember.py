@@ -2,17 +2,22 @@
 
 For every item, in this order and in the caller's single transaction:
 
-1. validate (schema, namespace, project and namespace rights, metadata bounds, related ids);
-2. redact secrets and PII from content, name, metadata, url and source;
+1. validate (schema, namespace, project and namespace rights, metadata bounds, related ids,
+   content size: an oversize item is refused before any text work);
+2. redact secrets and PII from every stored field (content, name, url, source, domain,
+   origin, tags, metadata keys and values; see domain/redaction_fields.py); identifiers
+   (project, agent_id, relationship labels) holding a secret are refused with a 422;
 3. the write gate (fragments, logs, dumps, reasoning chains, oversize);
 4. deduplicate: exact (same org + namespace + normalized content) and near (cosine);
 5. embed name + content (one model call for the whole batch), store, link, audit.
 
-Nothing unredacted reaches the embedder, the database, the logs or the audit row.
+Nothing unredacted reaches the embedder, the database, the logs or the audit row. Steps 1-3
+are CPU work on text: they run in a worker thread, never on the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -29,8 +34,9 @@ from service.domain import audit as audit_service
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.facets import facet_of
-from service.domain.redaction import Redactor, merge_counts
-from service.domain.write_gate import GateConfig, GateVerdict, WriteGate
+from service.domain.redaction import merge_counts
+from service.domain.redaction_fields import check_identifiers, redact_fields
+from service.domain.write_gate import HINTS, GateConfig, GateReason, GateVerdict, WriteGate
 from service.embedding import AsyncEmbedder
 from service.errors import GateRejected, InvalidInput
 from service.schemas.memories import (
@@ -45,7 +51,6 @@ from service.schemas.memories import (
 )
 from service.store.memories import MemoryRepository
 
-_REDACTOR = Redactor()
 _WS = re.compile(r"\s+")
 _PLACEHOLDER = re.compile(r"\[[A-Z_]+:REDACTED\]")
 NAME_CHARS = 80
@@ -123,6 +128,9 @@ class _Prepared:
     name: str = ""
     url: str | None = None
     source: str | None = None
+    domain: str | None = None
+    origin: str | None = None
+    tags: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     redactions: dict[str, int] = field(default_factory=dict)
     verdict: GateVerdict | None = None
@@ -141,6 +149,14 @@ def _prepare(
     """Steps 1-3 for one item. Raises InvalidInput/permission errors; gate rejections are
     recorded on the item, not raised, so a batch can carry on."""
     caller.check_namespace(req.namespace)
+    # Identifiers are checked before the project check, whose 403 names the project.
+    check_identifiers(
+        {
+            f"{prefix}project": req.project,
+            f"{prefix}agent_id": req.agent_id,
+            **{f"{prefix}related.{n}.relationship": r.relationship for n, r in enumerate(req.related)},
+        }
+    )
     caller.check_project(req.project)
     check_metadata(req.metadata, settings, f"{prefix}metadata")
     if "\x00" in req.content:
@@ -149,22 +165,31 @@ def _prepare(
         raise InvalidInput(f"{prefix}name", "NUL characters are not allowed in text")
 
     item = _Prepared(index=index, request=req)
-    content = _REDACTOR.redact(req.content)
-    name = _REDACTOR.redact(req.name) if req.name else None
-    url = _REDACTOR.redact(req.url) if req.url else None
-    source = _REDACTOR.redact(req.source) if req.source else None
-    metadata, meta_counts = _REDACTOR.redact_json(req.metadata)
-    item.content = content.text
-    item.url = url.text if url else None
-    item.source = source.text if source else None
-    item.metadata = metadata if isinstance(metadata, dict) else {}
-    item.redactions = merge_counts(
-        content.counts,
-        name.counts if name else {},
-        url.counts if url else {},
-        source.counts if source else {},
-        meta_counts,
+    if len(req.content) > gate.config.max_chars:
+        # Size before redaction: 4 MB of text is refused without being scanned.
+        item.verdict = GateVerdict(False, (GateReason("oversize", HINTS["oversize"]),))
+        item.rejection = [GateReasonOut(code="oversize", hint=HINTS["oversize"])]
+        return item
+    values, item.redactions = redact_fields(
+        {
+            "content": req.content,
+            "name": req.name or None,
+            "url": req.url or None,
+            "source": req.source or None,
+            "domain": req.domain,
+            "origin": req.origin,
+            "tags": list(req.tags),
+            "metadata": req.metadata,
+        }
     )
+    item.content = values["content"]
+    item.url = values["url"]
+    item.source = values["source"]
+    item.domain = values["domain"]
+    item.origin = values["origin"]
+    item.tags = list(dict.fromkeys(values["tags"]))
+    item.metadata = values["metadata"] if isinstance(values["metadata"], dict) else {}
+    redacted_name: str | None = values["name"]
     if item.redactions:
         item.warnings.append(
             f"redacted {sum(item.redactions.values())} secret(s) before storing: "
@@ -176,12 +201,12 @@ def _prepare(
     item.verdict = gate.check(
         _PLACEHOLDER.sub(" ", item.content).strip() if item.redactions else item.content,
         type=req.type,
-        name=name.text if name else None,
+        name=redacted_name,
     )
     if not item.verdict.accepted:
         item.rejection = [GateReasonOut(code=r.code, hint=r.hint) for r in item.verdict.reasons]
         return item
-    item.name = (name.text if name else "") or derive_name(item.content)
+    item.name = redacted_name or derive_name(item.content)
     item.hash = content_hash(item.content)
     return item
 
@@ -328,11 +353,11 @@ async def _store(
             "content_hash": i.hash,
             "embedding": vec,
             "project": i.request.project,
-            "domain": i.request.domain,
+            "domain": i.domain,
             "agent_id": i.request.agent_id,
-            "tags": list(dict.fromkeys(i.request.tags)),
+            "tags": i.tags,
             "source": i.source,
-            "origin": i.request.origin,
+            "origin": i.origin,
             "url": i.url,
             "valid_at": i.request.valid_at,
             "meta": i.metadata,
@@ -386,7 +411,9 @@ async def remember(
     """
     caller.require("write")
     ctx.namespace = req.namespace
-    item = _prepare(0, req, caller, settings, WriteGate(gate_config(settings)), "")
+    item = await asyncio.to_thread(
+        _prepare, 0, req, caller, settings, WriteGate(gate_config(settings)), ""
+    )
     ctx.request = _request_summary([item])
     if item.rejection is not None:
         _count([item], {"rejected": 1})
@@ -439,7 +466,9 @@ async def remember_batch(
     if len(req.items) > settings.max_batch_items:
         raise InvalidInput("items", f"{len(req.items)} items; at most {settings.max_batch_items} per batch")
     gate = WriteGate(gate_config(settings))
-    items = [_prepare(i, r, caller, settings, gate, f"items.{i}.") for i, r in enumerate(req.items)]
+    items = await asyncio.to_thread(
+        lambda: [_prepare(i, r, caller, settings, gate, f"items.{i}.") for i, r in enumerate(req.items)]
+    )
     namespaces = {i.request.namespace for i in items}
     ctx.namespace = next(iter(namespaces)) if len(namespaces) == 1 else None
     ctx.request = _request_summary(items)

@@ -1,0 +1,1 @@
+"""Benchmarks and evaluations (``python -m bench.<name>``)."""
