@@ -451,3 +451,57 @@ def ordinary_samples(seed: int = SEED, count: int = 330) -> list[Sample]:
         )
         out.append(Sample(name, text))
     return out
+
+
+# --------------------------------------------------------------------------
+# Adversarial inputs: shapes that make a backtracking regex or a per-line loop super-linear.
+# --------------------------------------------------------------------------
+
+ADVERSARIAL_CHARS = 20_000
+
+
+def adversarial_inputs(size: int = ADVERSARIAL_CHARS) -> dict[str, str]:
+    """Named texts of ``size`` characters built to stress the redactor and the gate."""
+
+    def fill(unit: str, head: str = "", tail: str = "") -> str:
+        body = size - len(head) - len(tail)
+        return head + (unit * (body // len(unit) + 1))[:body] + tail
+
+    return {
+        "digit_run": fill("7"),
+        "digits_spaced": fill("4111 "),
+        "a_eq_a": fill("a="),
+        "key_eq_key": fill("key="),
+        "password_colon": fill("password: x\n"),
+        "password_is": fill("password is "),
+        "password_newline": fill("password:\n"),
+        "base64_run": fill("QUJDRGVm"),
+        "base64_keyword": fill("token Ab1Cd2Ef3Gh4Ij5K "),
+        "hex_run": fill("9f86d081"),
+        "begin_spaces": fill(" ", head="-----BEGIN RSA PRIVATE KEY-----"),
+        "begin_repeated": fill("-----BEGIN RSA PRIVATE KEY-----\n"),
+        "begin_bare": fill("-----BEGIN"),
+        "email_no_domain": fill("a@"),
+        "email_local_run": fill("a", tail="@"),
+        "dotted_labels": fill("a.", tail="@b"),
+        "scheme_run": fill("a.", tail="://x"),
+        "nested_brackets": fill("["),
+        "nested_objects": fill('{"a":'),
+        "blank_lines": fill("\n"),
+        "blank_lines_spaces": fill(" \n"),
+        "curl_repeated": fill("curl "),
+        "bearer_repeated": fill("Bearer "),
+        "authorization": fill("Authorization: "),
+        "phone_plus": fill("+1 "),
+        "dashes": fill("-"),
+        "at_signs": fill("@"),
+        "sk_prefix": fill("sk-"),
+        "eyj_prefix": fill("eyJ"),
+        "xml_open": fill("<password>"),
+        "percent_escapes": fill("%41"),
+        "full_width": fill("ｐ"),
+        "zero_width": fill("a\u200b"),
+        "stack_frames": fill('  File "x.py", line 1\n'),
+        "log_lines": fill("2024-05-01T10:00:00 INFO x\n"),
+        "prose": fill("The quick brown fox jumps over the lazy dog. "),
+    }

@@ -452,6 +452,9 @@ class _Rule:
     triggers: tuple[str, ...] = ()
     accept: _Accept | None = None
     finder: _Finder | None = None
+    # Match only where a secret keyword ends (see _keyword_starts), rather than at every
+    # word: a key-named rule then costs one keyword scan on ordinary prose.
+    anchored: bool = False
 
 
 def _fixed(label: str, check: Callable[[str], bool]) -> _Accept:
@@ -754,6 +757,7 @@ _RULES: tuple[_Rule, ...] = (
         ("vq", "vs", "vb", "vu"),
         ("pass", "pwd", "pw", "secret", "token", "key"),
         _accept_keyed,
+        anchored=True,
     ),
     # ``--password hunter2`` / ``--token abc123...`` (space instead of ``=``).
     _Rule(
@@ -789,6 +793,7 @@ _RULES: tuple[_Rule, ...] = (
         ("vu",),
         ("pass", "pwd", "pw", "secret", "token", "key", "credential", "auth"),
         _accept_next_line,
+        anchored=True,
     ),
     # A keyword, then the value after a space or a few words: ``requirepass s3cr3t``,
     # ``PGPASSWORD hunter22``, "the staging database password is Tr0ub4dor-xyz-77".
@@ -807,6 +812,7 @@ _RULES: tuple[_Rule, ...] = (
         ("vu",),
         ("pass", "pwd", "pw", "secret", "token", "key", "credential", "auth"),
         _accept_spaced,
+        anchored=True,
     ),
     # Long random-looking tokens (base64, hex) shortly after a keyword.
     _Rule("PASSWORD/API_KEY/SECRET/TOKEN", None, finder=lambda t: _find_random_near_keyword(t)),
@@ -888,11 +894,15 @@ class Redactor:
         # A replacement can expose a neighbour that the first pass skipped
         # because it was glued to the secret (``ghp_...U+44 20 7946 0958``);
         # a second pass catches it, and makes redaction idempotent.
+        # Only a replacement glued to a word character can expose something new, so
+        # the second pass is skipped when every replacement stands apart.
         for _ in range(_MAX_PASSES):
-            text, found = _redact_once(text)
+            text, found, glued = _redact_once(text)
             if not found:
                 break
             _add(counts, found)
+            if not glued:
+                break
         return RedactionResult(text, counts)
 
     def redact_json(self, obj: JSONValue) -> tuple[JSONValue, dict[str, int]]:
@@ -1074,12 +1084,21 @@ def _find_random_near_keyword(text: str) -> Iterable[tuple[int, int, str]]:
     """Random-looking tokens (see :func:`looks_random`) at most 80 characters after a
     keyword on the same line, unless a word such as "commit", "sha" or "id" stands
     between them (``key rotation landed in commit 9f86d081...``)."""
+    # A run of random tokens after one keyword (``key: part1.part2.part3``) is one chain:
+    # each token within 80 characters of the previous one on the line is taken too, so
+    # the result does not depend on how far the last keyword is once earlier parts have
+    # been replaced (redaction stays idempotent).
+    chain_end, chain_label = -1, ""
     for m in _LONG_TOKEN_RE.finditer(text):
         token = m.group().rstrip("-_")
         if not looks_random(token):
             continue
         lo = max(0, m.start() - 80)
         newline = text.rfind("\n", lo, m.start())
+        if chain_end >= lo and (newline < 0 or newline < chain_end):
+            chain_end = m.start() + len(token)
+            yield m.start(), chain_end, chain_label
+            continue
         before = text[(newline + 1 if newline >= 0 else lo) : m.start()]
         last = None
         for last in _NEAR_KEYWORD_RE.finditer(before):  # noqa: B007 - the last one counts
@@ -1088,7 +1107,8 @@ def _find_random_near_keyword(text: str) -> Iterable[tuple[int, int, str]]:
             continue
         word = last.group(1).lower()
         label = next(lab for prefix, lab in _KEYWORD_LABELS if prefix in word)
-        yield m.start(), m.start() + len(token), label
+        chain_end, chain_label = m.start() + len(token), label
+        yield m.start(), chain_end, label
 
 
 _B64_RUN_RE = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/]{16,}={0,2}(?![A-Za-z0-9+/=_\-])")
@@ -1117,6 +1137,29 @@ def _find_base64_secrets(text: str) -> Iterable[tuple[int, int, str]]:
 # --------------------------------------------------------------------------
 # The scan.
 # --------------------------------------------------------------------------
+
+
+# The end of a secret keyword, as the last word of a key (``DB_PASSWORD``, ``apiKey``).
+_KEYWORD_END_RE = re.compile(
+    r"(?i)(?:pass(?:word|wd|phrase)?|pwd|pw|secret|token|api[ _-]?key|key|privkey|credentials?"
+    r"|masterauth|authpass)(?![A-Za-z0-9_.\-])"
+)
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_MAX_KEY_CHARS = 64
+
+
+def _keyword_starts(text: str) -> list[int]:
+    """Where the keys that end in a secret keyword start: the beginning of the run of key
+    characters before each keyword (at most 64 back), in order, once each."""
+    out: list[int] = []
+    for m in _KEYWORD_END_RE.finditer(text):
+        start = m.start()
+        floor = max(0, start - _MAX_KEY_CHARS)
+        while start > floor and text[start - 1] in _KEY_CHARS:
+            start -= 1
+        if not out or out[-1] != start:
+            out.append(start)
+    return out
 
 
 class _Taken:
@@ -1149,6 +1192,7 @@ def _scan(text: str, *, decode_base64: bool = True) -> list[tuple[int, int, str]
         text = _PLACEHOLDER_RE.sub(lambda m: "\x00" * len(m.group()), text)
     lowered = text.lower()
     found: list[tuple[int, int, str]] = []
+    starts: list[int] | None = None
     for rule in _RULES:
         if rule.triggers and not any(t in lowered for t in rule.triggers):
             continue
@@ -1161,7 +1205,17 @@ def _scan(text: str, *, decode_base64: bool = True) -> list[tuple[int, int, str]
                     found.append((start, end, label))
             continue
         assert rule.pattern is not None
-        for m in rule.pattern.finditer(text):
+        if rule.anchored:
+            if starts is None:
+                starts = _keyword_starts(text)
+            matches: Iterable[re.Match[str] | None] = (
+                rule.pattern.match(text, start) for start in starts
+            )
+        else:
+            matches = rule.pattern.finditer(text)
+        for m in matches:
+            if m is None:
+                continue
             span = _value_span(m, rule.groups)
             if span is None or span[0] == span[1]:
                 continue
@@ -1176,7 +1230,7 @@ def _scan(text: str, *, decode_base64: bool = True) -> list[tuple[int, int, str]
     return found
 
 
-def _redact_once(text: str) -> tuple[str, dict[str, int]]:
+def _redact_once(text: str) -> tuple[str, dict[str, int], bool]:
     """One scan of the rule table over ``text``; see the module docstring.
 
     The rules read the normalised view (NFKC, no zero-width characters, ``%XX`` decoded;
@@ -1184,7 +1238,7 @@ def _redact_once(text: str) -> tuple[str, dict[str, int]]:
     kept as written around them.
     """
     if not text:
-        return text, {}
+        return text, {}, False
     views: list[TextView | None] = [normalised_view(text)]
     if PERCENT_RE.search(text):
         views.append(normalised_view(text, decode_percent=True))
@@ -1195,7 +1249,7 @@ def _redact_once(text: str) -> tuple[str, dict[str, int]]:
                 start, end = view.original_span(start, end)
             spans.append((start, end, label))
     if not spans:
-        return text, {}
+        return text, {}, False
     # Spans from two views, or two view spans from one original character, may overlap:
     # merge them, keeping the first label.
     spans.sort()
@@ -1209,10 +1263,19 @@ def _redact_once(text: str) -> tuple[str, dict[str, int]]:
     parts: list[str] = []
     counts: dict[str, int] = {}
     pos = 0
+    glued = False
     for start, end, label in found:
         parts.append(text[pos:start])
         parts.append(placeholder(label))
         counts[label] = counts.get(label, 0) + 1
+        glued = glued or _GLUE_RE.match(text, end) is not None or (
+            start > 0 and _GLUE_RE.match(text, start - 1) is not None
+        )
         pos = end
     parts.append(text[pos:])
-    return "".join(parts), counts
+    return "".join(parts), counts, glued
+
+
+# A character that can continue a token: next to a replacement, it may start or end a
+# secret the first pass could not see.
+_GLUE_RE = re.compile(r"[^\s\"'`,;()\[\]{}<>]")
