@@ -979,9 +979,11 @@ def _is_whole_secret(value: JSONValue) -> bool:
         return True  # a numeric PIN or password is still one
     if isinstance(value, str):
         stripped = value.strip()
-        return bool(stripped) and not (
-            _NOT_A_SECRET_RE.match(stripped) or _PLACEHOLDER_RE.fullmatch(stripped)
-        )
+        if not stripped or _PLACEHOLDER_RE.fullmatch(stripped):
+            return False
+        # A random-looking value is a secret even when it is shaped like a path
+        # (AWS secret keys may start with ``/``).
+        return not _NOT_A_SECRET_RE.match(stripped) or looks_random(stripped)
     return False
 
 

@@ -101,7 +101,7 @@ async def test_no_corpus_secret_survives_anywhere(
             json={
                 "namespace": NS,
                 "name": s.text[:200],
-                "body": {s.text[:200]: {"password": {"v": s.secrets[-1]}}, "rows": [{s.secrets[-1]: s.text}]},
+                "body": {s.text[:200]: {"password": {"v": s.secrets[-1]}}, "rows": [{s.text[:200]: s.text}]},
             },
         )
         goal = f"How do we rotate what this note holds: {s.text}"[:4000]
@@ -139,7 +139,12 @@ async def test_no_corpus_secret_survives_anywhere(
         for where, haystack in everything.items()
         if secret in haystack
     ]
-    assert leaks == []
+    # Where each leak sits, for the failure message (the secrets are generated, not real).
+    context = [
+        everything[where][max(0, everything[where].find(secret) - 120) : everything[where].find(secret) + 60]
+        for where, _, secret in leaks[:5]
+    ]
+    assert leaks == [], context
 
 
 async def test_identifiers_holding_a_secret_are_refused(
