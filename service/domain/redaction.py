@@ -1164,6 +1164,21 @@ def _keyword_starts(text: str) -> list[int]:
     return out
 
 
+def _anchored_matches(
+    pattern: re.Pattern[str], text: str, starts: list[int]
+) -> Iterable[re.Match[str]]:
+    """``pattern`` matched at each key start, with ``finditer``'s rule that a match (even
+    one the rule then rejects) hides the starts inside it: each character is read once."""
+    floor = 0
+    for start in starts:
+        if start < floor:
+            continue
+        m = pattern.match(text, start)
+        if m is not None:
+            floor = max(m.end(), start + 1)
+            yield m
+
+
 class _Taken:
     """Non-overlapping spans, sorted, with an O(log n) overlap test."""
 
@@ -1210,9 +1225,7 @@ def _scan(text: str, *, decode_base64: bool = True) -> list[tuple[int, int, str]
         if rule.anchored:
             if starts is None:
                 starts = _keyword_starts(text)
-            matches: Iterable[re.Match[str] | None] = (
-                rule.pattern.match(text, start) for start in starts
-            )
+            matches: Iterable[re.Match[str] | None] = _anchored_matches(rule.pattern, text, starts)
         else:
             matches = rule.pattern.finditer(text)
         for m in matches:
