@@ -42,7 +42,13 @@ _ALNUM = string.ascii_letters + string.digits
 _URLSAFE = _ALNUM + "_-"
 _HEX = "0123456789abcdef"
 _UPPER_DIGITS = string.ascii_uppercase + string.digits
-_HOSTS = ["db.internal", "pg-prod-2.eu-west-1.rds.amazonaws.com", "10.0.3.17", "redis-cache", "mq.acme.io"]
+_HOSTS = [
+    "db.internal",
+    "pg-prod-2.eu-west-1.rds.amazonaws.com",
+    "10.0.3.17",
+    "redis-cache",
+    "mq.acme.io",
+]
 _SERVICES = ["billing", "checkout", "search", "ingest", "auth-gateway", "reports", "notifier"]
 _PEOPLE = ["Ana", "Bo", "Chen", "Dmitri", "Eve", "Farah", "Goran"]
 _WORDS = ["Tr0ub4dor", "Kestrel", "Marmot", "Basalt", "Quokka", "Zephyr", "Puffin", "Orchid"]
@@ -104,216 +110,446 @@ def _fmt(g: _Gen, template: str, secret: str) -> str:
 
 
 _FORMATS: list[tuple[str, _Maker, list[str]]] = [
-    ("aws_access_key_id", lambda g: "AKIA" + g.chars(_UPPER_DIGITS, 16), [
-        "aws_access_key_id = {s}\nregion = eu-west-1",
-        "{who} pasted the key id {s} in #ops, rotating it now.",
-        'export AWS_ACCESS_KEY_ID="{s}"',
-        "The {svc} role still uses {s} (created {n} days ago).",
-    ]),
-    ("aws_secret_access_key", lambda g: g.pick("/+") + g.chars(_B64, 39), [
-        "aws_secret_access_key = {s}",
-        "[default]\naws_access_key_id = AKIA{upper}\naws_secret_access_key={s}",
-        "AWS_SECRET_ACCESS_KEY: {s}",
-        "the aws secret for {svc} is {s}",
-    ]),
-    ("aws_session_key_id", lambda g: "ASIA" + g.chars(_UPPER_DIGITS, 16), [
-        "Temporary credentials: {s} (expires in {n} min).",
-        '"AccessKeyId": "{s}",',
-    ]),
-    ("github_pat_classic", lambda g: "ghp_" + g.chars(_ALNUM, 36), [
-        "git clone https://{s}@github.com/acme/{svc}.git",
-        "GITHUB_TOKEN={s}",
-        "{who}'s token {s} has repo scope; revoke it after the migration.",
-    ]),
-    ("github_pat_fine", lambda g: "github_pat_" + g.chars(_ALNUM + "_", 82), [
-        "Use {s} for the release workflow of {svc}.",
-        "gh auth login --with-token <<< {s}",
-    ]),
-    ("github_oauth", lambda g: "gho_" + g.chars(_ALNUM, 36), [
-        "oauth token for the bot: {s}",
-        '{{"access_token": "{s}", "token_type": "bearer"}}',
-    ]),
-    ("gitlab_pat", lambda g: "glpat-" + g.chars(_URLSAFE, 20), [
-        "CI_JOB_TOKEN fallback: {s}",
-        "gitlab token {s} (maintainer on {svc})",
-    ]),
-    ("slack_bot", lambda g: f"xoxb-{g.r.randint(10**11, 10**12)}-{g.r.randint(10**11, 10**12)}-{g.chars(_ALNUM, 24)}", [
-        "SLACK_BOT_TOKEN={s}",
-        "The {svc} alerts bot posts with {s}.",
-    ]),
-    ("slack_webhook", lambda g: f"T{g.chars(_UPPER_DIGITS, 8)}/B{g.chars(_UPPER_DIGITS, 8)}/{g.chars(_ALNUM, 24)}", [
-        "Alerts go to https://hooks.slack.com/services/{s} (channel #{svc}).",
-        'webhook_url: "https://hooks.slack.com/services/{s}"',
-    ]),
-    ("stripe_live", lambda g: "sk_live_" + g.chars(_ALNUM, 24), [
-        "STRIPE_SECRET_KEY={s}",
-        "{who} used {s} in the {svc} staging test by mistake.",
-    ]),
-    ("stripe_webhook", lambda g: "whsec_" + g.chars(_ALNUM, 32), [
-        "Webhook signing secret for {svc}: {s}",
-    ]),
-    ("openai", lambda g: "sk-proj-" + g.chars(_URLSAFE, 48), [
-        "OPENAI_API_KEY={s}",
-        "client = OpenAI(api_key=\"{s}\")",
-    ]),
-    ("anthropic", lambda g: "sk-ant-api03-" + g.chars(_URLSAFE, 60), [
-        "ANTHROPIC_API_KEY={s}",
-        "the eval harness reads {s} from the vault",
-    ]),
-    ("google_api", lambda g: "AIza" + g.chars(_URLSAFE, 35), [
-        "maps key {s} is restricted to *.acme.io",
-        '<meta name="google-key" content="{s}">',
-    ]),
-    ("jwt", lambda g: "eyJhbGciOiJIUzI1NiJ9.eyJ" + g.chars(_URLSAFE, 40) + "." + g.chars(_URLSAFE, 43), [
-        "Authorization: Bearer {s}",
-        "session cookie was {s}",
-    ]),
-    ("bearer_header", lambda g: g.chars(_ALNUM, 40), [
-        "curl -H 'Authorization: Bearer {s}' https://api.acme.io/v1/{svc}",
-        "Authorization: Bearer {s}",
-    ]),
-    ("basic_auth_header", lambda g: base64.b64encode(f"{g.service()}:{g.password()}".encode()).decode(), [
-        "Authorization: Basic {s}",
-    ]),
-    ("private_key_rsa", lambda g: "MIIE" + "\n".join(g.chars(_B64, 64) for _ in range(4)), [
-        "-----BEGIN RSA PRIVATE KEY-----\n{s}\n-----END RSA PRIVATE KEY-----",
-        "key.pem:\n-----BEGIN RSA PRIVATE KEY-----\n{s}\n",
-    ]),
-    ("private_key_openssh", lambda g: "b3BlbnNzaC1rZXktdjEAAAAA" + "\n".join(g.chars(_B64, 70) for _ in range(3)), [
-        "-----BEGIN OPENSSH PRIVATE KEY-----\n{s}\n-----END OPENSSH PRIVATE KEY-----",
-    ]),
-    ("private_key_json_escaped", lambda g: "MIIEv" + "\\n".join(g.chars(_B64, 64) for _ in range(3)), [
-        '{{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\n{s}\\n-----END PRIVATE KEY-----\\n"}}',
-    ]),
-    ("postgres_url", lambda g: g.password(), [
-        "DATABASE_URL=postgres://app:{s}@{host}:5432/app",
-        "psql postgresql://admin:{s}@{host}/{svc}",
-    ]),
-    ("mysql_url", lambda g: g.password(), [
-        "mysql://root:{s}@{host}:3306/shop",
-    ]),
-    ("mongodb_srv", lambda g: g.password(), [
-        "MONGO_URI=mongodb+srv://svc:{s}@cluster0.ab1cd.mongodb.net/prod",
-    ]),
-    ("redis_url", lambda g: g.password(), [
-        "REDIS_URL=redis://:{s}@{host}:6379/0",
-    ]),
-    ("dotenv_password", lambda g: g.password(), [
-        "DB_PASSWORD={s}\nDB_HOST={host}",
-        "SMTP_PASSWORD='{s}'",
-    ]),
-    ("yaml_password", lambda g: g.password(), [
-        "database:\n  user: app\n  password: {s}\n  host: {host}",
-        "spring.datasource.password: {s}",
-    ]),
-    ("json_password", lambda g: g.password(), [
-        '{{"user": "svc-{svc}", "password": "{s}", "port": 5432}}',
-    ]),
-    ("toml_ini_password", lambda g: g.password(), [
-        "[client]\nuser = backup\npassword = {s}",
-        'password = "{s}"',
-    ]),
-    ("xml_password", lambda g: g.password(), [
-        "<datasource><username>app</username><password>{s}</password></datasource>",
-    ]),
-    ("redis_requirepass", lambda g: g.password(), [
-        "# redis.conf\nrequirepass {s}\nmaxmemory 2gb",
-        "masterauth {s}",
-    ]),
-    ("prose_password_is", lambda g: g.password(), [
-        "the staging database password is {s}",
-        "FYI the password for the {svc} admin is {s}, change it after login.",
-        "{who}: the password is now {s}",
-    ]),
-    ("cli_password_flag", lambda g: g.password(), [
-        "mysqldump --user=root --password {s} shop > dump.sql",
-        "./deploy.sh --password {s} --env prod",
-    ]),
-    ("env_keyword_space", lambda g: g.password(), [
-        "set -x PGPASSWORD {s}",
-        "PGPASSWORD {s}",
-    ]),
-    ("password_next_line", lambda g: g.password(), [
-        "password:\n  {s}\n",
-        "Login for the {svc} console\nuser: ops\npassword:\n{s}",
-    ]),
-    ("curl_user", lambda g: g.password(), [
-        "curl -u deploy:{s} https://nexus.acme.io/repository/",
-    ]),
-    ("credit_card_any_issuer", lambda g: g.card(), [
-        "Customer card {s}, exp 09/27, flagged for review.",
-        "test charge on {s} failed",
-    ]),
-    ("ssn", lambda g: f"{g.r.randint(100, 665)}-{g.r.randint(10, 99)}-{g.r.randint(1000, 9999)}", [
-        "Employee SSN {s} on the onboarding form.",
-    ]),
-    ("email", lambda g: f"{g.person().lower()}.{g.chars(string.ascii_lowercase, 5, digit=False)}@example.com", [
-        "Escalate to {s} if the {svc} job fails again.",
-    ]),
-    ("phone", lambda g: f"+44 20 7946 {g.r.randint(1000, 9999)}", [
-        "On-call phone for {svc}: {s}",
-    ]),
-    ("api_key_keyword_entropy", lambda g: g.chars(_ALNUM, 32), [
-        "datadog api key: {s}",
-        "the {svc} api key is {s}",
-        "x-api-key {s}",
-    ]),
-    ("token_keyword_entropy", lambda g: g.chars(_URLSAFE, 28), [
-        "the deploy token {s} expires Friday",
-        'token="{s}"',
-    ]),
-    ("hex_secret_keyword", lambda g: g.chars(_HEX, 40), [
-        "client_secret: {s}",
-        "the webhook secret is {s}",
-    ]),
-    ("azure_storage", lambda g: g.chars(_B64, 86) + "==", [
-        "DefaultEndpointsProtocol=https;AccountName=acmelogs;AccountKey={s};EndpointSuffix=core.windows.net",
-    ]),
-    ("sendgrid", lambda g: "SG." + g.chars(_URLSAFE, 22) + "." + g.chars(_URLSAFE, 43), [
-        "SENDGRID_API_KEY={s}",
-        "mail relay uses {s}",
-    ]),
-    ("npm_token", lambda g: "npm_" + g.chars(_ALNUM, 36), [
-        "//registry.npmjs.org/:_authToken={s}",
-    ]),
-    ("pypi_token", lambda g: "pypi-AgEIcHlwaS5vcmc" + g.chars(_URLSAFE, 60), [
-        "twine upload -u __token__ -p {s} dist/*",
-    ]),
-    ("telegram_bot", lambda g: f"{g.r.randint(10**8, 10**9)}:AA{g.chars(_URLSAFE, 33)}", [
-        "bot token {s} posts deploy notices",
-    ]),
-    ("twilio_api_key", lambda g: "SK" + g.chars(_HEX, 32), [
-        "Twilio API key SID {s} for {svc} SMS",
-    ]),
-    ("hashicorp_vault", lambda g: "hvs." + g.chars(_URLSAFE, 90), [
-        "VAULT_TOKEN={s}",
-        "vault login {s}",
-    ]),
-    ("huggingface", lambda g: "hf_" + g.chars(_ALNUM, 34), [
-        "HF_TOKEN={s} for the private model",
-    ]),
-    ("digitalocean", lambda g: "dop_v1_" + g.chars(_HEX, 64), [
-        "doctl auth init -t {s}",
-    ]),
-    ("shopify", lambda g: "shpat_" + g.chars(_HEX, 32), [
-        "Shopify admin token {s}",
-    ]),
-    ("zero_width_split", lambda g: "ghp_" + g.chars(_ALNUM, 36), [
-        "token: {zw}",
-        "use {zw} for the bot",
-    ]),
-    ("full_width", lambda g: g.password(), [
-        "ｐａｓｓｗｏｒｄ＝{fw}",
-        "{who} wrote password：{fw}",
-    ]),
-    ("url_encoded", lambda g: g.password(), [
-        "https://{host}/login?user=ops&password={pct}",
-        "callback=https%3A%2F%2Fx.io%2F%3Fpassword%3D{pct}",
-    ]),
-    ("base64_encoded", lambda g: g.password(), [
-        "kubectl create secret generic db --from-literal=blob={b64}",
-        "the config blob was {b64}",
-    ]),
+    (
+        "aws_access_key_id",
+        lambda g: "AKIA" + g.chars(_UPPER_DIGITS, 16),
+        [
+            "aws_access_key_id = {s}\nregion = eu-west-1",
+            "{who} pasted the key id {s} in #ops, rotating it now.",
+            'export AWS_ACCESS_KEY_ID="{s}"',
+            "The {svc} role still uses {s} (created {n} days ago).",
+        ],
+    ),
+    (
+        "aws_secret_access_key",
+        lambda g: g.pick("/+") + g.chars(_B64, 39),
+        [
+            "aws_secret_access_key = {s}",
+            "[default]\naws_access_key_id = AKIA{upper}\naws_secret_access_key={s}",
+            "AWS_SECRET_ACCESS_KEY: {s}",
+            "the aws secret for {svc} is {s}",
+        ],
+    ),
+    (
+        "aws_session_key_id",
+        lambda g: "ASIA" + g.chars(_UPPER_DIGITS, 16),
+        [
+            "Temporary credentials: {s} (expires in {n} min).",
+            '"AccessKeyId": "{s}",',
+        ],
+    ),
+    (
+        "github_pat_classic",
+        lambda g: "ghp_" + g.chars(_ALNUM, 36),
+        [
+            "git clone https://{s}@github.com/acme/{svc}.git",
+            "GITHUB_TOKEN={s}",
+            "{who}'s token {s} has repo scope; revoke it after the migration.",
+        ],
+    ),
+    (
+        "github_pat_fine",
+        lambda g: "github_pat_" + g.chars(_ALNUM + "_", 82),
+        [
+            "Use {s} for the release workflow of {svc}.",
+            "gh auth login --with-token <<< {s}",
+        ],
+    ),
+    (
+        "github_oauth",
+        lambda g: "gho_" + g.chars(_ALNUM, 36),
+        [
+            "oauth token for the bot: {s}",
+            '{{"access_token": "{s}", "token_type": "bearer"}}',
+        ],
+    ),
+    (
+        "gitlab_pat",
+        lambda g: "glpat-" + g.chars(_URLSAFE, 20),
+        [
+            "CI_JOB_TOKEN fallback: {s}",
+            "gitlab token {s} (maintainer on {svc})",
+        ],
+    ),
+    (
+        "slack_bot",
+        lambda g: (
+            f"xoxb-{g.r.randint(10**11, 10**12)}-{g.r.randint(10**11, 10**12)}-{g.chars(_ALNUM, 24)}"
+        ),
+        [
+            "SLACK_BOT_TOKEN={s}",
+            "The {svc} alerts bot posts with {s}.",
+        ],
+    ),
+    (
+        "slack_webhook",
+        lambda g: (
+            f"T{g.chars(_UPPER_DIGITS, 8)}/B{g.chars(_UPPER_DIGITS, 8)}/{g.chars(_ALNUM, 24)}"
+        ),
+        [
+            "Alerts go to https://hooks.slack.com/services/{s} (channel #{svc}).",
+            'webhook_url: "https://hooks.slack.com/services/{s}"',
+        ],
+    ),
+    (
+        "stripe_live",
+        lambda g: "sk_live_" + g.chars(_ALNUM, 24),
+        [
+            "STRIPE_SECRET_KEY={s}",
+            "{who} used {s} in the {svc} staging test by mistake.",
+        ],
+    ),
+    (
+        "stripe_webhook",
+        lambda g: "whsec_" + g.chars(_ALNUM, 32),
+        [
+            "Webhook signing secret for {svc}: {s}",
+        ],
+    ),
+    (
+        "openai",
+        lambda g: "sk-proj-" + g.chars(_URLSAFE, 48),
+        [
+            "OPENAI_API_KEY={s}",
+            'client = OpenAI(api_key="{s}")',
+        ],
+    ),
+    (
+        "anthropic",
+        lambda g: "sk-ant-api03-" + g.chars(_URLSAFE, 60),
+        [
+            "ANTHROPIC_API_KEY={s}",
+            "the eval harness reads {s} from the vault",
+        ],
+    ),
+    (
+        "google_api",
+        lambda g: "AIza" + g.chars(_URLSAFE, 35),
+        [
+            "maps key {s} is restricted to *.acme.io",
+            '<meta name="google-key" content="{s}">',
+        ],
+    ),
+    (
+        "jwt",
+        lambda g: "eyJhbGciOiJIUzI1NiJ9.eyJ" + g.chars(_URLSAFE, 40) + "." + g.chars(_URLSAFE, 43),
+        [
+            "Authorization: Bearer {s}",
+            "session cookie was {s}",
+        ],
+    ),
+    (
+        "bearer_header",
+        lambda g: g.chars(_ALNUM, 40),
+        [
+            "curl -H 'Authorization: Bearer {s}' https://api.acme.io/v1/{svc}",
+            "Authorization: Bearer {s}",
+        ],
+    ),
+    (
+        "basic_auth_header",
+        lambda g: base64.b64encode(f"{g.service()}:{g.password()}".encode()).decode(),
+        [
+            "Authorization: Basic {s}",
+        ],
+    ),
+    (
+        "private_key_rsa",
+        lambda g: "MIIE" + "\n".join(g.chars(_B64, 64) for _ in range(4)),
+        [
+            "-----BEGIN RSA PRIVATE KEY-----\n{s}\n-----END RSA PRIVATE KEY-----",
+            "key.pem:\n-----BEGIN RSA PRIVATE KEY-----\n{s}\n",
+        ],
+    ),
+    (
+        "private_key_openssh",
+        lambda g: "b3BlbnNzaC1rZXktdjEAAAAA" + "\n".join(g.chars(_B64, 70) for _ in range(3)),
+        [
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n{s}\n-----END OPENSSH PRIVATE KEY-----",
+        ],
+    ),
+    (
+        "private_key_json_escaped",
+        lambda g: "MIIEv" + "\\n".join(g.chars(_B64, 64) for _ in range(3)),
+        [
+            '{{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\n{s}\\n-----END PRIVATE KEY-----\\n"}}',
+        ],
+    ),
+    (
+        "postgres_url",
+        lambda g: g.password(),
+        [
+            "DATABASE_URL=postgres://app:{s}@{host}:5432/app",
+            "psql postgresql://admin:{s}@{host}/{svc}",
+        ],
+    ),
+    (
+        "mysql_url",
+        lambda g: g.password(),
+        [
+            "mysql://root:{s}@{host}:3306/shop",
+        ],
+    ),
+    (
+        "mongodb_srv",
+        lambda g: g.password(),
+        [
+            "MONGO_URI=mongodb+srv://svc:{s}@cluster0.ab1cd.mongodb.net/prod",
+        ],
+    ),
+    (
+        "redis_url",
+        lambda g: g.password(),
+        [
+            "REDIS_URL=redis://:{s}@{host}:6379/0",
+        ],
+    ),
+    (
+        "dotenv_password",
+        lambda g: g.password(),
+        [
+            "DB_PASSWORD={s}\nDB_HOST={host}",
+            "SMTP_PASSWORD='{s}'",
+        ],
+    ),
+    (
+        "yaml_password",
+        lambda g: g.password(),
+        [
+            "database:\n  user: app\n  password: {s}\n  host: {host}",
+            "spring.datasource.password: {s}",
+        ],
+    ),
+    (
+        "json_password",
+        lambda g: g.password(),
+        [
+            '{{"user": "svc-{svc}", "password": "{s}", "port": 5432}}',
+        ],
+    ),
+    (
+        "toml_ini_password",
+        lambda g: g.password(),
+        [
+            "[client]\nuser = backup\npassword = {s}",
+            'password = "{s}"',
+        ],
+    ),
+    (
+        "xml_password",
+        lambda g: g.password(),
+        [
+            "<datasource><username>app</username><password>{s}</password></datasource>",
+        ],
+    ),
+    (
+        "redis_requirepass",
+        lambda g: g.password(),
+        [
+            "# redis.conf\nrequirepass {s}\nmaxmemory 2gb",
+            "masterauth {s}",
+        ],
+    ),
+    (
+        "prose_password_is",
+        lambda g: g.password(),
+        [
+            "the staging database password is {s}",
+            "FYI the password for the {svc} admin is {s}, change it after login.",
+            "{who}: the password is now {s}",
+        ],
+    ),
+    (
+        "cli_password_flag",
+        lambda g: g.password(),
+        [
+            "mysqldump --user=root --password {s} shop > dump.sql",
+            "./deploy.sh --password {s} --env prod",
+        ],
+    ),
+    (
+        "env_keyword_space",
+        lambda g: g.password(),
+        [
+            "set -x PGPASSWORD {s}",
+            "PGPASSWORD {s}",
+        ],
+    ),
+    (
+        "password_next_line",
+        lambda g: g.password(),
+        [
+            "password:\n  {s}\n",
+            "Login for the {svc} console\nuser: ops\npassword:\n{s}",
+        ],
+    ),
+    (
+        "curl_user",
+        lambda g: g.password(),
+        [
+            "curl -u deploy:{s} https://nexus.acme.io/repository/",
+        ],
+    ),
+    (
+        "credit_card_any_issuer",
+        lambda g: g.card(),
+        [
+            "Customer card {s}, exp 09/27, flagged for review.",
+            "test charge on {s} failed",
+        ],
+    ),
+    (
+        "ssn",
+        lambda g: f"{g.r.randint(100, 665)}-{g.r.randint(10, 99)}-{g.r.randint(1000, 9999)}",
+        [
+            "Employee SSN {s} on the onboarding form.",
+        ],
+    ),
+    (
+        "email",
+        lambda g: (
+            f"{g.person().lower()}.{g.chars(string.ascii_lowercase, 5, digit=False)}@example.com"
+        ),
+        [
+            "Escalate to {s} if the {svc} job fails again.",
+        ],
+    ),
+    (
+        "phone",
+        lambda g: f"+44 20 7946 {g.r.randint(1000, 9999)}",
+        [
+            "On-call phone for {svc}: {s}",
+        ],
+    ),
+    (
+        "api_key_keyword_entropy",
+        lambda g: g.chars(_ALNUM, 32),
+        [
+            "datadog api key: {s}",
+            "the {svc} api key is {s}",
+            "x-api-key {s}",
+        ],
+    ),
+    (
+        "token_keyword_entropy",
+        lambda g: g.chars(_URLSAFE, 28),
+        [
+            "the deploy token {s} expires Friday",
+            'token="{s}"',
+        ],
+    ),
+    (
+        "hex_secret_keyword",
+        lambda g: g.chars(_HEX, 40),
+        [
+            "client_secret: {s}",
+            "the webhook secret is {s}",
+        ],
+    ),
+    (
+        "azure_storage",
+        lambda g: g.chars(_B64, 86) + "==",
+        [
+            "DefaultEndpointsProtocol=https;AccountName=acmelogs;AccountKey={s};EndpointSuffix=core.windows.net",
+        ],
+    ),
+    (
+        "sendgrid",
+        lambda g: "SG." + g.chars(_URLSAFE, 22) + "." + g.chars(_URLSAFE, 43),
+        [
+            "SENDGRID_API_KEY={s}",
+            "mail relay uses {s}",
+        ],
+    ),
+    (
+        "npm_token",
+        lambda g: "npm_" + g.chars(_ALNUM, 36),
+        [
+            "//registry.npmjs.org/:_authToken={s}",
+        ],
+    ),
+    (
+        "pypi_token",
+        lambda g: "pypi-AgEIcHlwaS5vcmc" + g.chars(_URLSAFE, 60),
+        [
+            "twine upload -u __token__ -p {s} dist/*",
+        ],
+    ),
+    (
+        "telegram_bot",
+        lambda g: f"{g.r.randint(10**8, 10**9)}:AA{g.chars(_URLSAFE, 33)}",
+        [
+            "bot token {s} posts deploy notices",
+        ],
+    ),
+    (
+        "twilio_api_key",
+        lambda g: "SK" + g.chars(_HEX, 32),
+        [
+            "Twilio API key SID {s} for {svc} SMS",
+        ],
+    ),
+    (
+        "hashicorp_vault",
+        lambda g: "hvs." + g.chars(_URLSAFE, 90),
+        [
+            "VAULT_TOKEN={s}",
+            "vault login {s}",
+        ],
+    ),
+    (
+        "huggingface",
+        lambda g: "hf_" + g.chars(_ALNUM, 34),
+        [
+            "HF_TOKEN={s} for the private model",
+        ],
+    ),
+    (
+        "digitalocean",
+        lambda g: "dop_v1_" + g.chars(_HEX, 64),
+        [
+            "doctl auth init -t {s}",
+        ],
+    ),
+    (
+        "shopify",
+        lambda g: "shpat_" + g.chars(_HEX, 32),
+        [
+            "Shopify admin token {s}",
+        ],
+    ),
+    (
+        "zero_width_split",
+        lambda g: "ghp_" + g.chars(_ALNUM, 36),
+        [
+            "token: {zw}",
+            "use {zw} for the bot",
+        ],
+    ),
+    (
+        "full_width",
+        lambda g: g.password(),
+        [
+            "ｐａｓｓｗｏｒｄ＝{fw}",
+            "{who} wrote password：{fw}",
+        ],
+    ),
+    (
+        "url_encoded",
+        lambda g: g.password(),
+        [
+            "https://{host}/login?user=ops&password={pct}",
+            "callback=https%3A%2F%2Fx.io%2F%3Fpassword%3D{pct}",
+        ],
+    ),
+    (
+        "base64_encoded",
+        lambda g: g.password(),
+        [
+            "kubectl create secret generic db --from-literal=blob={b64}",
+            "the config blob was {b64}",
+        ],
+    ),
 ]
 
 
@@ -346,7 +582,12 @@ def secret_samples(seed: int = SEED, per_format: int = PER_FORMAT) -> list[Sampl
             extra, secrets = _variants(g, secret, name)
             template = templates[i % len(templates)]
             text = template.format(
-                s=secret, svc=g.service(), host=g.host(), who=g.person(), n=g.r.randint(2, 99), **extra
+                s=secret,
+                svc=g.service(),
+                host=g.host(),
+                who=g.person(),
+                n=g.r.randint(2, 99),
+                **extra,
             )
             out.append(Sample(name, text, secrets))
     return out
@@ -357,69 +598,96 @@ def secret_samples(seed: int = SEED, per_format: int = PER_FORMAT) -> list[Sampl
 # --------------------------------------------------------------------------
 
 _ORDINARY: list[tuple[str, list[str]]] = [
-    ("commit_talk", [
-        "Reverted commit {sha40} because it broke the {svc} migrations.",
-        "Fixed in {sha7}, cherry-picked onto release-{v} as {sha9}.",
-        "git bisect points at {sha40}; the key rotation itself was fine.",
-        "The token refresh bug was introduced in {sha12} and fixed in {sha12b}.",
-        "Merge {sha40} into main after {who} approves.",
-    ]),
-    ("uuid", [
-        "Request id {uuid} timed out after {n} s in {svc}.",
-        "The api key id {uuid} belongs to the {svc} service account (the secret itself is in Vault).",
-        "Tenant {uuid} was migrated on {date}.",
-    ]),
-    ("versions", [
-        "Upgrade pydantic from {v} to {v2}; keep fastapi=={v3}.",
-        "Postgres {pgv} with pgvector 0.8.0 runs the {svc} store.",
-        "Node v{v} broke the token parser; pin {v2}.",
-    ]),
-    ("order_numbers", [
-        "Order {order} was refunded; invoice INV-{n}{n2}{n3} is void.",
-        "Tracking number {digits16} was delayed twice.",
-        "Ticket #{n}{n2} covers the password reset emails for order {order}.",
-    ]),
-    ("timestamps", [
-        "The job started at {date}T10:{n2:02d}:30Z and finished at {date}T11:02:{n3:02d}+02:00.",
-        "Event ts={epoch} came before {epoch2} in the {svc} stream.",
-        "Deployed {svc} at {date} 14:{n2:02d} UTC; rollback window closes at 16:00.",
-    ]),
-    ("keyword_prose", [
-        "Rotate the {svc} API key every {n} days and never paste it into tickets.",
-        "The password policy requires 12 characters; the password field rejects emoji.",
-        "Token budget for the pack is {n}00 tokens; max_tokens=2048 for the summary.",
-        "Secrets live in Vault under secret/data/{svc}; ask {who} for access.",
-        "The key insight: cache the wheel directory before the {svc} build.",
-        "Password reset links expire after {n} minutes.",
-        "Use the token from the CI vault, not a personal one.",
-        "The secret sauce is batching the embeddings, {n} per call.",
-        "Primary key is (org_id, id); the sort key is created_at.",
-        "Credentials are injected by the {svc} sidecar at start-up.",
-        "Our API keys are scoped to projects since {date}.",
-        "The signing key was rotated on {date} in commit {sha7}.",
-    ]),
-    ("config_without_secrets", [
-        "timeout=30 retries: 5 pool_size={n} log_level=info region=eu-west-1",
-        "password: ${{DB_PASSWORD}} and api_key=$OPENAI_API_KEY come from the environment.",
-        "Set token=<your-token> in the example config, never the real one.",
-        "Requests cpu: 500m, memory: 512Mi; limits cpu: 2, memory: 2Gi for {svc}.",
-        "Connect with postgres://app@{host}:5432/app?sslmode=require for read-only checks.",
-    ]),
-    ("digests_and_ids", [
-        "Pinned python:3.12-slim@sha256:{sha64}.",
-        "sha256 of the release tarball: {sha64}",
-        "The ETag {hex32} changed after the {svc} deploy.",
-        "Trace id {hex32} shows the slow span in {svc}.",
-        "arn:aws:iam::{acct}:role/{svc}-reader in us-east-1.",
-    ]),
-    ("ops_notes", [
-        "Postgres listens on 5432, {svc} on 8080 and metrics on localhost:9090.",
-        "{who} moved the {svc} cron from 02:00 to 03:{n2:02d} to avoid the backup.",
-        "Disk on {host} hit {n}% at {date}; cleaned /var/log/{svc}.",
-        "The {svc} p99 dropped from {n}{n2} ms to {n3} ms after the index on (org_id, created_at).",
-        "Pods use 10.244.{n}.{n2} and 192.168.{n3}.254; the VIP is 172.16.0.1.",
-        "Edit /etc/{svc}/config.toml and restart with systemctl restart {svc}.",
-    ]),
+    (
+        "commit_talk",
+        [
+            "Reverted commit {sha40} because it broke the {svc} migrations.",
+            "Fixed in {sha7}, cherry-picked onto release-{v} as {sha9}.",
+            "git bisect points at {sha40}; the key rotation itself was fine.",
+            "The token refresh bug was introduced in {sha12} and fixed in {sha12b}.",
+            "Merge {sha40} into main after {who} approves.",
+        ],
+    ),
+    (
+        "uuid",
+        [
+            "Request id {uuid} timed out after {n} s in {svc}.",
+            "The api key id {uuid} belongs to the {svc} service account (the secret itself is in Vault).",
+            "Tenant {uuid} was migrated on {date}.",
+        ],
+    ),
+    (
+        "versions",
+        [
+            "Upgrade pydantic from {v} to {v2}; keep fastapi=={v3}.",
+            "Postgres {pgv} with pgvector 0.8.0 runs the {svc} store.",
+            "Node v{v} broke the token parser; pin {v2}.",
+        ],
+    ),
+    (
+        "order_numbers",
+        [
+            "Order {order} was refunded; invoice INV-{n}{n2}{n3} is void.",
+            "Tracking number {digits16} was delayed twice.",
+            "Ticket #{n}{n2} covers the password reset emails for order {order}.",
+        ],
+    ),
+    (
+        "timestamps",
+        [
+            "The job started at {date}T10:{n2:02d}:30Z and finished at {date}T11:02:{n3:02d}+02:00.",
+            "Event ts={epoch} came before {epoch2} in the {svc} stream.",
+            "Deployed {svc} at {date} 14:{n2:02d} UTC; rollback window closes at 16:00.",
+        ],
+    ),
+    (
+        "keyword_prose",
+        [
+            "Rotate the {svc} API key every {n} days and never paste it into tickets.",
+            "The password policy requires 12 characters; the password field rejects emoji.",
+            "Token budget for the pack is {n}00 tokens; max_tokens=2048 for the summary.",
+            "Secrets live in Vault under secret/data/{svc}; ask {who} for access.",
+            "The key insight: cache the wheel directory before the {svc} build.",
+            "Password reset links expire after {n} minutes.",
+            "Use the token from the CI vault, not a personal one.",
+            "The secret sauce is batching the embeddings, {n} per call.",
+            "Primary key is (org_id, id); the sort key is created_at.",
+            "Credentials are injected by the {svc} sidecar at start-up.",
+            "Our API keys are scoped to projects since {date}.",
+            "The signing key was rotated on {date} in commit {sha7}.",
+        ],
+    ),
+    (
+        "config_without_secrets",
+        [
+            "timeout=30 retries: 5 pool_size={n} log_level=info region=eu-west-1",
+            "password: ${{DB_PASSWORD}} and api_key=$OPENAI_API_KEY come from the environment.",
+            "Set token=<your-token> in the example config, never the real one.",
+            "Requests cpu: 500m, memory: 512Mi; limits cpu: 2, memory: 2Gi for {svc}.",
+            "Connect with postgres://app@{host}:5432/app?sslmode=require for read-only checks.",
+        ],
+    ),
+    (
+        "digests_and_ids",
+        [
+            "Pinned python:3.12-slim@sha256:{sha64}.",
+            "sha256 of the release tarball: {sha64}",
+            "The ETag {hex32} changed after the {svc} deploy.",
+            "Trace id {hex32} shows the slow span in {svc}.",
+            "arn:aws:iam::{acct}:role/{svc}-reader in us-east-1.",
+        ],
+    ),
+    (
+        "ops_notes",
+        [
+            "Postgres listens on 5432, {svc} on 8080 and metrics on localhost:9090.",
+            "{who} moved the {svc} cron from 02:00 to 03:{n2:02d} to avoid the backup.",
+            "Disk on {host} hit {n}% at {date}; cleaned /var/log/{svc}.",
+            "The {svc} p99 dropped from {n}{n2} ms to {n3} ms after the index on (org_id, created_at).",
+            "Pods use 10.244.{n}.{n2} and 192.168.{n3}.254; the VIP is 172.16.0.1.",
+            "Edit /etc/{svc}/config.toml and restart with systemctl restart {svc}.",
+        ],
+    ),
 ]
 
 
@@ -432,8 +700,12 @@ def ordinary_samples(seed: int = SEED, count: int = 330) -> list[Sample]:
         name, template = templates[i % len(templates)]
         n2, n3 = g.r.randint(10, 59), g.r.randint(10, 59)
         text = template.format(
-            sha40=g.chars(_HEX, 40), sha7=g.chars(_HEX, 7), sha9=g.chars(_HEX, 9),
-            sha12=g.chars(_HEX, 12), sha12b=g.chars(_HEX, 12), sha64=g.chars(_HEX, 64),
+            sha40=g.chars(_HEX, 40),
+            sha7=g.chars(_HEX, 7),
+            sha9=g.chars(_HEX, 9),
+            sha12=g.chars(_HEX, 12),
+            sha12b=g.chars(_HEX, 12),
+            sha64=g.chars(_HEX, 64),
             hex32=g.chars(_HEX, 32),
             uuid="-".join(g.chars(_HEX, k) for k in (8, 4, 4, 4, 12)),
             v=f"{g.r.randint(1, 20)}.{g.r.randint(0, 30)}.{g.r.randint(0, 9)}",
@@ -446,8 +718,12 @@ def ordinary_samples(seed: int = SEED, count: int = 330) -> list[Sample]:
             epoch=g.r.randint(1_700_000_000_000, 1_800_000_000_000),
             epoch2=g.r.randint(1_700_000_000_000, 1_800_000_000_000),
             acct=g.r.randint(10**11, 10**12 - 1),
-            svc=g.service(), host=g.host(), who=g.person(),
-            n=g.r.randint(2, 99), n2=n2, n3=n3,
+            svc=g.service(),
+            host=g.host(),
+            who=g.person(),
+            n=g.r.randint(2, 99),
+            n2=n2,
+            n3=n3,
         )
         out.append(Sample(name, text))
     return out

@@ -41,7 +41,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 def locomo_evidence_turns() -> list[str]:
     """LoCoMo's 1,430 evidence turns, or [] when the data set is not on this machine."""
-    for candidate in (os.environ.get("CTXPACK_LOCOMO_DIR"), REPO_ROOT.parent / "shared/bench/locomo", Path("/work/shared/bench/locomo")):
+    for candidate in (
+        os.environ.get("CTXPACK_LOCOMO_DIR"),
+        REPO_ROOT.parent / "shared/bench/locomo",
+        Path("/work/shared/bench/locomo"),
+    ):
         if candidate and (Path(candidate) / "memories.jsonl").is_file():
             root = Path(candidate)
             break
@@ -141,14 +145,22 @@ class DetectSecrets:
         return run
 
 
-def evaluate(detector: Ours | DetectSecrets, secrets: list[Sample], ordinary: list[Sample], locomo: list[str], repeat: int) -> dict[str, object]:
+def evaluate(
+    detector: Ours | DetectSecrets,
+    secrets: list[Sample],
+    ordinary: list[Sample],
+    locomo: list[str],
+    repeat: int,
+) -> dict[str, object]:
     not_flagged = [s for s in secrets if detector.findings(s.text) == 0]
     left = [s for s in secrets if any(x in detector.redacted(s.text) for x in s.secrets)]
     false = [s for s in ordinary if detector.findings(s.text)]
     locomo_hits = sum(1 for t in locomo if detector.findings(t))
     mixed = [s.text for pair in zip(secrets, ordinary, strict=False) for s in pair]
     per_kb = statistics.median(best_ms(detector.cost(c), repeat) for c in chunks(mixed, 1024)[:40])
-    per_20kb = statistics.median(best_ms(detector.cost(c), repeat) for c in chunks(mixed, 20_480)[:8])
+    per_20kb = statistics.median(
+        best_ms(detector.cost(c), repeat) for c in chunks(mixed, 20_480)[:8]
+    )
     return {
         "name": detector.name,
         "not_flagged": not_flagged,
@@ -185,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             print("detect-secrets is not installed: pip install detect-secrets\n")
     results = [evaluate(d, secrets, ordinary, locomo, args.repeat) for d in detectors]
-    print("| detector | secret texts not flagged | secret values left | ordinary notes flagged | LoCoMo turns flagged | CPU ms per 1 KB | CPU ms per 20 KB |")
+    print(
+        "| detector | secret texts not flagged | secret values left | ordinary notes flagged | LoCoMo turns flagged | CPU ms per 1 KB | CPU ms per 20 KB |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in results:
         print(
@@ -212,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {r_ms:.2f} | {g_ms:.2f} | {r_ms + g_ms:.2f} |")
         if r_ms + g_ms > worst[1]:
             worst = (name, r_ms + g_ms)
-    print(f"\nworst case per 20 KB: {worst[0]} at {worst[1]:.2f} ms (redaction + gate; goal < 20 ms)")
+    print(
+        f"\nworst case per 20 KB: {worst[0]} at {worst[1]:.2f} ms (redaction + gate; goal < 20 ms)"
+    )
     return 0
 
 

@@ -340,7 +340,9 @@ def _is_intl_phone(text: str) -> bool:
 # --------------------------------------------------------------------------
 
 _HEX_ONLY_RE = re.compile(r"[0-9a-fA-F]+")
-_UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_UUID_RE = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
 # snake_case, kebab-case and dotted names made of words (``CTXPACK_GATE_MAX``, ``v1-api``).
 _WORDY_ID_RE = re.compile(r"[A-Za-z]*\d{0,3}(?:[_\-./][A-Za-z]{2,}\d{0,3})+[_\-./]?")
 _VERSION_RE = re.compile(r"v?\d+(?:[._\-]\d+)+(?:[._\-+]?[A-Za-z]+[._\-]?\d*)*")
@@ -406,8 +408,10 @@ def _password_like(value: str) -> bool:
     if has_digit:
         return True
     # No digit: mixed case with a symbol inside (``Correct!Horse``), not a hyphenated word.
-    return has_symbol and _MIXED_CASE_RE.search(value) is not None and not _WORDY_ID_RE.fullmatch(
-        value
+    return (
+        has_symbol
+        and _MIXED_CASE_RE.search(value) is not None
+        and not _WORDY_ID_RE.fullmatch(value)
     )
 
 
@@ -488,7 +492,9 @@ def _accept_xml(m: re.Match[str]) -> str | None:
     return label if ok else None
 
 
-_LINE_START_RE = re.compile(r"(?i)(?:^|\n)[ \t]*(?:(?:export|set|setx|env|-e|--env|\$env:)[ \t]+(?:-[a-z]+[ \t]+)?)?$")
+_LINE_START_RE = re.compile(
+    r"(?i)(?:^|\n)[ \t]*(?:(?:export|set|setx|env|-e|--env|\$env:)[ \t]+(?:-[a-z]+[ \t]+)?)?$"
+)
 
 
 def _is_directive(m: re.Match[str]) -> bool:
@@ -671,9 +677,11 @@ _RULES: tuple[_Rule, ...] = (
         ("v",),
         ("curl",),
         # Only in a curl command: ``curl`` earlier on the same line.
-        lambda m: "PASSWORD" if _CURL_BEFORE_RE.search(
-            m.string, max(0, m.start() - 400), m.start()
-        ) else None,
+        lambda m: (
+            "PASSWORD"
+            if _CURL_BEFORE_RE.search(m.string, max(0, m.start() - 400), m.start())
+            else None
+        ),
     ),
     # scheme://user:password@host — postgres, mysql, mongodb+srv, redis (empty
     # user allowed), amqp, https basic-auth URLs... No ``/`` in the password, so
@@ -710,12 +718,24 @@ _RULES: tuple[_Rule, ...] = (
             ("TOKEN", r"(?<![\w\-])dckr_pat_[A-Za-z0-9_\-]{20,}", ("dckr_pat_",)),
             ("TOKEN", r"(?<![\w\-])hf_[A-Za-z0-9]{30,}(?![\w\-])", ("hf_",)),
             ("TOKEN", r"(?<![\w\-])dapi[a-f0-9]{32}(?:-\d)?(?![\w\-])", ("dapi",)),
-            ("TOKEN", r"(?<![\w\-])(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2})", ("glsa_", "glc_")),
+            (
+                "TOKEN",
+                r"(?<![\w\-])(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2})",
+                ("glsa_", "glc_"),
+            ),
             ("API_KEY", r"(?<![\w\-])lin_api_[A-Za-z0-9]{40}(?![\w\-])", ("lin_api_",)),
             ("API_KEY", r"(?<![\w\-])PMAK-[a-f0-9]{24}-[a-f0-9]{34}(?![\w\-])", ("pmak-",)),
             ("API_KEY", r"(?<![\w\-])NRAK-[A-Z0-9]{27}(?![\w\-])", ("nrak-",)),
-            ("TOKEN", r"(?<![\w\-.])dp\.(?:st|pt|ct|sa|scim|audit)\.[A-Za-z0-9_\-.]{40,}", ("dp.",)),
-            ("PRIVATE_KEY", r"(?<![\w\-])AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", ("age-secret-key-",)),
+            (
+                "TOKEN",
+                r"(?<![\w\-.])dp\.(?:st|pt|ct|sa|scim|audit)\.[A-Za-z0-9_\-.]{40,}",
+                ("dp.",),
+            ),
+            (
+                "PRIVATE_KEY",
+                r"(?<![\w\-])AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+                ("age-secret-key-",),
+            ),
             ("API_KEY", r"(?<![\w\-])SK[0-9a-f]{32}(?![\w\-])", ("sk",)),
             ("API_KEY", r"(?<![\w\-])AKC[a-zA-Z0-9]{10,}(?![\w\-])", ("akc",)),
         )
@@ -1225,22 +1245,20 @@ def _scan(text: str, *, decode_base64: bool = True) -> list[tuple[int, int, str]
         if rule.anchored:
             if starts is None:
                 starts = _keyword_starts(text)
-            matches: Iterable[re.Match[str] | None] = _anchored_matches(rule.pattern, text, starts)
+            matches: Iterable[re.Match[str]] = _anchored_matches(rule.pattern, text, starts)
         else:
             matches = rule.pattern.finditer(text)
-        for m in matches:
-            if m is None:
-                continue
-            span = _value_span(m, rule.groups)
+        for match in matches:
+            span = _value_span(match, rule.groups)
             if span is None or span[0] == span[1]:
                 continue
             if taken.overlaps(*span):
                 continue
-            label = rule.accept(m) if rule.accept else rule.label
-            if label is None:
+            accepted = rule.accept(match) if rule.accept else rule.label
+            if accepted is None:
                 continue
             taken.add(*span)
-            found.append((span[0], span[1], label))
+            found.append((span[0], span[1], accepted))
     found.sort()
     return found
 
@@ -1283,8 +1301,10 @@ def _redact_once(text: str) -> tuple[str, dict[str, int], bool]:
         parts.append(text[pos:start])
         parts.append(placeholder(label))
         counts[label] = counts.get(label, 0) + 1
-        glued = glued or _GLUE_RE.match(text, end) is not None or (
-            start > 0 and _GLUE_RE.match(text, start - 1) is not None
+        glued = (
+            glued
+            or _GLUE_RE.match(text, end) is not None
+            or (start > 0 and _GLUE_RE.match(text, start - 1) is not None)
         )
         pos = end
     parts.append(text[pos:])

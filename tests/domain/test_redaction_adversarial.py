@@ -23,8 +23,16 @@ INPUTS = adversarial_inputs()
 
 def test_inputs_are_20k_and_cover_the_reviewed_shapes() -> None:
     assert all(len(t) == ADVERSARIAL_CHARS for t in INPUTS.values())
-    for name in ("digit_run", "a_eq_a", "base64_run", "begin_repeated", "begin_spaces",
-                 "email_no_domain", "nested_brackets", "blank_lines"):
+    for name in (
+        "digit_run",
+        "a_eq_a",
+        "base64_run",
+        "begin_repeated",
+        "begin_spaces",
+        "email_no_domain",
+        "nested_brackets",
+        "blank_lines",
+    ):
         assert name in INPUTS
 
 

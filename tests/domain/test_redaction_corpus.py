@@ -37,7 +37,9 @@ def test_no_secret_survives_in_the_corpus() -> None:
 
 
 def test_no_ordinary_note_is_touched() -> None:
-    touched = [(s.text, REDACTOR.redact(s.text).text) for s in ORDINARY if REDACTOR.redact(s.text).counts]
+    touched = [
+        (s.text, REDACTOR.redact(s.text).text) for s in ORDINARY if REDACTOR.redact(s.text).counts
+    ]
     assert touched == []
 
 
@@ -61,6 +63,7 @@ def test_locomo_evidence_turns_are_untouched() -> None:
 
 
 # -- The four miss classes of issue 15.
+
 
 @pytest.mark.parametrize(
     ("text", "secret", "label"),
@@ -93,6 +96,7 @@ def test_ungrouped_16_digits_without_issuer_stay() -> None:
 
 # -- Prose secrets and the normalised view.
 
+
 @pytest.mark.parametrize(
     ("text", "secret"),
     [
@@ -102,7 +106,10 @@ def test_ungrouped_16_digits_without_issuer_stay() -> None:
         ("ｐａｓｓｗｏｒｄ＝ｈｕｎｔｅｒ２２", "ｈｕｎｔｅｒ２２"),
         ("https://x.io/cb?next=%2Fhome%3Fpassword%3DHunter22x", "Hunter22x"),
         ("postgres://app:p%40ss%21w0rd@db/app", "ss%21w0rd"),
-        ("blob " + base64.b64encode(b"password=Hunter22x").decode(), "UGFzc3dvcmQ9"[:0] or base64.b64encode(b"password=Hunter22x").decode()),
+        (
+            "blob " + base64.b64encode(b"password=Hunter22x").decode(),
+            "UGFzc3dvcmQ9"[:0] or base64.b64encode(b"password=Hunter22x").decode(),
+        ),
         ("api token " + urllib.parse.quote("Zk3+9aQ/xL2mP7vB4nR8tY1u"), "Zk3"),
     ],
 )
@@ -118,6 +125,7 @@ def test_text_around_a_normalised_secret_is_kept_as_written() -> None:
 
 
 # -- Structure: keys and values at any depth.
+
 
 def test_json_keys_and_nested_values_under_secret_keys() -> None:
     ghp = "ghp_" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2"

@@ -4,7 +4,6 @@ of every table), the responses, the audit trail or the logs."""
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -86,7 +85,9 @@ async def test_no_corpus_secret_survives_anywhere(
     items = [_item(i, s) for i, s in enumerate(SAMPLES)]
     created: list[str] = []
     for start in range(0, len(items), 50):
-        response = await call("POST", "/v1/remember/batch", json={"items": items[start : start + 50]})
+        response = await call(
+            "POST", "/v1/remember/batch", json={"items": items[start : start + 50]}
+        )
         assert response.status_code == 200, response.text
         created += [r["id"] for r in response.json()["items"] if r.get("id")]
     assert len(created) > len(items) // 2  # most pass the gate, so every field was stored
@@ -101,7 +102,10 @@ async def test_no_corpus_secret_survives_anywhere(
             json={
                 "namespace": NS,
                 "name": s.text[:200],
-                "body": {s.text[:200]: {"password": {"v": s.secrets[-1]}}, "rows": [{s.text[:200]: s.text}]},
+                "body": {
+                    s.text[:200]: {"password": {"v": s.secrets[-1]}},
+                    "rows": [{s.text[:200]: s.text}],
+                },
             },
         )
         goal = f"How do we rotate what this note holds: {s.text}"[:4000]
@@ -141,7 +145,9 @@ async def test_no_corpus_secret_survives_anywhere(
     ]
     # Where each leak sits, for the failure message (the secrets are generated, not real).
     context = [
-        everything[where][max(0, everything[where].find(secret) - 120) : everything[where].find(secret) + 60]
+        everything[where][
+            max(0, everything[where].find(secret) - 120) : everything[where].find(secret) + 60
+        ]
         for where, _, secret in leaks[:5]
     ]
     assert leaks == [], context
@@ -169,7 +175,8 @@ async def test_identifiers_holding_a_secret_are_refused(
     listed = await client.get("/v1/memories", params={"namespace": NS}, headers=key.headers)
     assert listed.json()["total"] == 0
     context = await client.post(
-        "/v1/context", json={"namespace": NS, "goal": "billing export", "agent_id": aws},
+        "/v1/context",
+        json={"namespace": NS, "goal": "billing export", "agent_id": aws},
         headers=key.headers,
     )
     assert context.status_code == 422
