@@ -1199,6 +1199,15 @@ def _anchored_matches(
             yield m
 
 
+def _trigger_index() -> tuple[re.Pattern[str], dict[str, frozenset[str]]]:
+    """One regex finding every rule trigger at every position (longest first), and for
+    each trigger the shorter ones it contains: one pass decides which rules run."""
+    triggers = sorted({t for rule in _RULES for t in rule.triggers}, key=len, reverse=True)
+    pattern = re.compile("(?=(" + "|".join(re.escape(t) for t in triggers) + "))")
+    implied = {t: frozenset(u for u in triggers if u in t) for t in triggers}
+    return pattern, implied
+
+
 class _Taken:
     """Non-overlapping spans, sorted, with an O(log n) overlap test."""
 
@@ -1227,11 +1236,13 @@ def _scan(text: str, *, decode_base64: bool = True) -> list[tuple[int, int, str]
         for m in _PLACEHOLDER_RE.finditer(text):
             taken.add(*m.span())
         text = _PLACEHOLDER_RE.sub(lambda m: "\x00" * len(m.group()), text)
-    lowered = text.lower()
+    present: set[str] = set()
+    for trigger in _TRIGGER_RE.findall(text.lower()):
+        present |= _IMPLIED_TRIGGERS[trigger]
     found: list[tuple[int, int, str]] = []
     starts: list[int] | None = None
     for rule in _RULES:
-        if rule.triggers and not any(t in lowered for t in rule.triggers):
+        if rule.triggers and present.isdisjoint(rule.triggers):
             continue
         if rule.finder is not None:
             if not decode_base64 and rule.finder is _RULES[-1].finder:
@@ -1261,6 +1272,9 @@ def _scan(text: str, *, decode_base64: bool = True) -> list[tuple[int, int, str]
             found.append((span[0], span[1], accepted))
     found.sort()
     return found
+
+
+_TRIGGER_RE, _IMPLIED_TRIGGERS = _trigger_index()
 
 
 def _redact_once(text: str) -> tuple[str, dict[str, int], bool]:
