@@ -1327,4 +1327,4 @@ def _redact_once(text: str) -> tuple[str, dict[str, int], bool]:
 
 # A character that can continue a token: next to a replacement, it may start or end a
 # secret the first pass could not see.
-_GLUE_RE = re.compile(r"[^\s\"'`,;()\[\]{}<>]")
+_GLUE_RE = re.compile(r"[A-Za-z0-9_\-+/=%@:]")
