@@ -8,6 +8,8 @@
 - ``bench.audit_overhead``: what writing the audit row adds to a call;
 - ``bench.gate_report``: the write gate against LoCoMo's turns;
 - ``bench.wake``: wake-pack quality (precision/recall on a labelled fixture) and latency;
+- ``bench.redaction_corpus`` / ``bench.redaction_eval``: the generated secrets corpus, and
+  ctxpack's redactor against detect-secrets on it;
 - ``bench.stats``: the one percentile definition every report uses.
 
 Seeding that bypasses the API (COPY) goes through ``service.store.bulk``. The files in

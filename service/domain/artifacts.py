@@ -4,7 +4,9 @@ declares the fields it needs and gets only those.
 
 Storing an artifact writes two rows in one transaction: the body (``artifacts``) and a memory
 of type ``artifact`` whose content is the summary, embedded like any memory, so packs find
-it by relevance and list it under ``artifacts``. Name, summary and body are redacted first.
+it by relevance and list it under ``artifacts``. Name, summary and body (its keys as well as
+its values, at any depth) are redacted first, in a worker thread, so no key of the body
+reaches the derived summary, the schema keys or a pack unredacted.
 
 Erasing either erases both: ``DELETE /v1/artifacts/{id}`` erases the body and the memory,
 and deleting the memory erases the body (``MemoryRepository.erase``). Both take write reach
@@ -13,6 +15,7 @@ and deleting the memory erases the body (``MemoryRepository.erase``). Both take 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import uuid
@@ -25,8 +28,7 @@ from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.memories import erase_memory
 from service.domain.namespaces import parse_namespace
-from service.domain.redaction import merge_counts
-from service.domain.write_pipeline import REDACTOR as _REDACTOR
+from service.domain.redaction_fields import check_identifiers, redact_fields
 from service.embedding import AsyncEmbedder
 from service.errors import InvalidInput, NotFound
 from service.schemas.artifacts import (
@@ -95,33 +97,33 @@ async def store_artifact(
     ctx.namespace = req.namespace
     ctx.request = {"namespace": req.namespace, "project": req.project}
     caller.check_namespace(req.namespace)
+    check_identifiers({"project": req.project})
     caller.check_write_project(req.project)
 
-    name = _REDACTOR.redact(req.name)
-    body, body_counts = _REDACTOR.redact_json(req.body)
+    values, counts = await asyncio.to_thread(
+        redact_fields, {"name": req.name, "summary": req.summary, "body": req.body}
+    )
+    name: str = values["name"]
+    body = values["body"]
     if not isinstance(body, dict | list):  # pragma: no cover - redact_json keeps the shape
         raise InvalidInput("body", "body must be a JSON object or list")
     keys = schema_keys(body)
     size = compact_size(body)
-    summary_counts: dict[str, int] = {}
-    if req.summary is not None:
-        summary_result = _REDACTOR.redact(req.summary)
-        summary, summary_counts = summary_result.text, summary_result.counts
-    else:
-        summary = derive_summary(name.text, body, keys, size)
-    counts = merge_counts(name.counts, body_counts, summary_counts)
+    summary: str = values["summary"] if values["summary"] is not None else derive_summary(
+        name, body, keys, size
+    )
     redactions = sum(counts.values())
-    ctx.request.update(name=name.text[:200], size_bytes=size, redaction_count=redactions)
+    ctx.request.update(name=name[:200], size_bytes=size, redaction_count=redactions)
 
     artifact_id = uuid.uuid4()
     memory_id = uuid.uuid4()
-    [embedding] = await embedder.embed_documents([f"{name.text}\n{summary}"])
+    [embedding] = await embedder.embed_documents([f"{name}\n{summary}"])
     await ArtifactRepository(session).add(
         org_id=caller.org_id,
         artifact_id=artifact_id,
         memory_id=memory_id,
         namespace=req.namespace,
-        name=name.text,
+        name=name,
         summary=summary,
         body=body,
         size_bytes=size,
@@ -151,7 +153,7 @@ async def store_artifact(
         artifact_id=artifact_id,
         memory_id=memory_id,
         namespace=req.namespace,
-        name=name.text,
+        name=name,
         summary=summary,
         size_bytes=size,
         schema_keys=keys,

@@ -18,6 +18,7 @@ Layers:
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -37,7 +38,7 @@ from service.domain.pack_markdown import (
     render_empty_wake,
     render_pack,
 )
-from service.domain.write_pipeline import REDACTOR as _REDACTOR
+from service.domain.redaction_fields import check_identifiers, redact_fields
 from service.embedding import AsyncEmbedder
 from service.schemas.context import (
     ContextItem,
@@ -268,9 +269,10 @@ def _scope(
 
 
 def _request_summary(req: ContextRequest, limit: int) -> dict[str, Any]:
-    """What the audit row keeps of the request: the inputs, the goal redacted and cut."""
+    """What the audit row keeps of the request: the inputs, with goal and domain already
+    redacted (see compile_context) and the goal cut."""
     return {
-        "goal": None if req.goal is None else _REDACTOR.redact(req.goal).text[:AUDIT_GOAL_CHARS],
+        "goal": None if req.goal is None else req.goal[:AUDIT_GOAL_CHARS],
         "intent": req.intent,
         "layer": req.layer,
         "limit": limit,
@@ -312,9 +314,18 @@ async def compile_context(
     caller.require("read")
     ctx.namespace = req.namespace
     limit = req.limit or ranking.DEFAULT_LIMITS[req.layer]
-    ctx.request = _request_summary(req, limit)
+    # Scope first, content after: a key refused here costs no text work, and its failed
+    # call's audit row holds no goal.
+    ctx.request = {"intent": req.intent, "layer": req.layer, "limit": limit}
     visible = caller.visible_namespaces(req.namespace)
+    check_identifiers({"project": req.project, "agent_id": req.agent_id})
     caller.check_project(req.project)
+    # The goal and domain are redacted once, off the event loop, and the redacted text is
+    # what the query, the markdown, the response and the audit row use: stored memories
+    # hold placeholders where the goal held secrets, so nothing is lost for retrieval.
+    redacted, _ = await asyncio.to_thread(redact_fields, {"goal": req.goal, "domain": req.domain})
+    req = req.model_copy(update=redacted)
+    ctx.request = _request_summary(req, limit)
     if req.layer == "wake":
         return await _compile_wake(session, embedder, settings, caller, ctx, req, limit, visible)
 

@@ -22,6 +22,7 @@ kept a history (``MemoryRepository.erase``).
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -34,6 +35,7 @@ from service.domain.auth import Caller
 from service.domain.facets import facet_of
 from service.domain.namespaces import parse_namespace_filter
 from service.domain.redaction import merge_counts
+from service.domain.redaction_fields import check_identifiers
 from service.domain.remember import derive_name, document_text
 from service.domain.write_pipeline import WritePipeline, strip_placeholders
 from service.embedding import AsyncEmbedder
@@ -200,31 +202,37 @@ async def update_memory(
         if key in changes and changes[key] is None:
             raise InvalidInput(key, f"{key} cannot be null")
     if "project" in changes:
+        # An identifier holding a secret is refused before the 403 could name it.
+        check_identifiers({"project": changes["project"]})
         caller.check_write_project(changes["project"])
     pipeline = WritePipeline.for_settings(settings)
     new_type = changes.get("type") or row.type
     # The write pipeline, as for remember: validate, redact, gate (placeholders stripped the
     # same way), hash.
-    clean = pipeline.run(
-        type=new_type,
-        content=changes.get("content"),
-        name=changes.get("name"),
-        url=changes.get("url"),
-        source=changes.get("source"),
-        metadata=(changes["metadata"] or {}) if "metadata" in changes else None,
+    # (CPU work on text: in a worker thread, never on the event loop.)
+    clean = await asyncio.to_thread(
+        lambda: pipeline.run(
+            type=new_type,
+            content=changes.get("content"),
+            name=changes.get("name"),
+            url=changes.get("url"),
+            source=changes.get("source"),
+            metadata=(changes["metadata"] or {}) if "metadata" in changes else None,
+            domain=changes.get("domain"),
+            origin=changes.get("origin"),
+            tags=changes.get("tags"),
+        )
     )
     counts = [clean.redactions]
     values: dict[str, Any] = {}
-    for key in ("name", "url", "source"):
+    for key in ("name", "url", "source", "domain", "origin", "tags"):
         if key in changes:
             values[key] = getattr(clean, key)
     if "metadata" in changes:
         values["meta"] = clean.metadata
-    for key in ("type", "project", "domain", "tags", "origin", "valid_at"):
+    for key in ("type", "project", "valid_at"):
         if key in changes:
             values[key] = changes[key]
-    if "tags" in values:
-        values["tags"] = list(dict.fromkeys(values["tags"]))
     if clean.content is not None:
         if clean.verdict is not None and not clean.verdict.accepted:
             raise GateRejected([{"code": r.code, "hint": r.hint} for r in clean.verdict.reasons])
@@ -270,7 +278,7 @@ async def update_memory(
     redactions = merge_counts(*counts)
     ctx.request = {
         "id": str(memory_id),
-        "fields": sorted(changes),
+        "fields": sorted(changes),  # field names only, never values
         "redactions": [{"label": k, "count": v} for k, v in sorted(redactions.items())],
         "redaction_count": sum(redactions.values()),
     }

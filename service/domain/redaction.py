@@ -33,10 +33,16 @@ here: it is far more often an id or a timestamp.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import bisect
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeAlias
+
+from service.domain.redaction_normalize import PERCENT_RE, TextView, normalised_view
 
 __all__ = ["LABELS", "JSONValue", "RedactionResult", "Redactor", "merge_counts", "placeholder"]
 
@@ -161,9 +167,17 @@ _CREDENTIAL_OWNERS = frozenset(
 # run-together names like ``pgpassword`` or ``clientsecret`` still count.
 _KEY_ENDINGS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("PASSWORD", ("password", "passwd", "passphrase")),
-    ("SECRET", ("secret",)),
+    ("SECRET", ("secret", "credential", "credentials")),
     ("TOKEN", ("token",)),
 )
+# Configuration directives that take a password as their argument, written as one word
+# (redis ``requirepass`` / ``masterauth``, ``rootpass`` in kickstart files...).
+_PASSWORD_DIRECTIVES = frozenset(
+    {
+        "requirepass", "masterauth", "masterpass", "rootpass", "rootpw", "dbpass", "adminpass",
+        "userpass", "mysqlpass", "pgpass", "smtppass", "ldappass", "bindpw", "authpass",
+    }
+)  # fmt: skip
 
 
 def _key_words(key: str) -> list[str]:
@@ -181,6 +195,8 @@ def _label_for_key(key: str) -> str | None:
             if tuple(words[-len(suffix) :]) == suffix:
                 return label
     last = words[-1]
+    if last in _PASSWORD_DIRECTIVES:
+        return "PASSWORD"
     if last in _SHORT_PASSWORD_KEYS:
         if len(words) == 1 or key.isupper() or words[-2] in _CREDENTIAL_OWNERS:
             return "PASSWORD"
@@ -224,7 +240,12 @@ def _value_is_secret(
     is a secret. Unquoted ones need care, because source code is full of
     ``self.password = password`` and ``api_key: str``.
     """
-    if _NOT_A_SECRET_RE.match(value) or _PLACEHOLDER_RE.search(value):
+    if _PLACEHOLDER_RE.search(value):
+        return False
+    if _NOT_A_SECRET_RE.match(value) and not (
+        # A 40-character AWS secret may start with ``/`` and look like a path.
+        value.startswith("/") and looks_random(value)
+    ):
         return False
     if not quoted:
         # A call, an index or a literal container: ``token = make_token(...)``.
@@ -299,14 +320,117 @@ _CARD_ISSUER_RE = re.compile(
 )
 
 
+_CARD_GROUPED_RE = re.compile(r"\d{4}([ \-])\d{4}\1\d{4}\1\d{4}")
+
+
 def _is_card(text: str) -> bool:
     digits = re.sub(r"[ -]", "", text)
-    return bool(_CARD_ISSUER_RE.fullmatch(digits)) and _luhn_ok(digits)
+    if not _luhn_ok(digits):
+        return False
+    # Written as a card (4-4-4-4) and Luhn-valid: a card, whatever its issuer.
+    return bool(_CARD_GROUPED_RE.fullmatch(text) or _CARD_ISSUER_RE.fullmatch(digits))
 
 
 def _is_intl_phone(text: str) -> bool:
     n = sum(ch.isdigit() for ch in text)
     return 8 <= n <= 15
+
+
+# --------------------------------------------------------------------------
+# Randomness: what a generated credential looks like, as opposed to a word, an
+# identifier, a version or a hash named as one.
+# --------------------------------------------------------------------------
+
+_HEX_ONLY_RE = re.compile(r"[0-9a-fA-F]+")
+_UUID_RE = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+# snake_case, kebab-case and dotted names made of words (``CTXPACK_GATE_MAX``, ``v1-api``).
+_WORDY_ID_RE = re.compile(r"[A-Za-z]*\d{0,3}(?:[_\-./][A-Za-z]{2,}\d{0,3})+[_\-./]?")
+_VERSION_RE = re.compile(r"v?\d+(?:[._\-]\d+)+(?:[._\-+]?[A-Za-z]+[._\-]?\d*)*")
+RANDOM_MIN_CHARS = 16
+
+
+def shannon_entropy(text: str) -> float:
+    """Bits per character of ``text`` (0 for an empty string)."""
+    if not text:
+        return 0.0
+    n = len(text)
+    counts: dict[str, int] = {}
+    for ch in text:
+        counts[ch] = counts.get(ch, 0) + 1
+    return -sum(c / n * math.log2(c / n) for c in counts.values())
+
+
+def looks_random(token: str) -> bool:
+    """True when ``token`` looks generated: a key, a token, a random password.
+
+    At least 16 characters with a digit, not a UUID, a version or a name made of words;
+    hex needs 32 characters and 3 bits of entropy per character, anything else mixed
+    character classes and an entropy of at least ``0.75 * log2(length)`` (random base64
+    of 16 characters averages 3.7 bits, of 40 characters 4.8; words and identifiers sit
+    far below).
+    """
+    t = token.strip("=\"'").rstrip(".,")[:1024]
+    n = len(t)
+    if n < RANDOM_MIN_CHARS or not any(ch.isdigit() for ch in t):
+        return False
+    if _UUID_RE.fullmatch(t) or _VERSION_RE.fullmatch(t):
+        return False
+    entropy = shannon_entropy(t)
+    if _HEX_ONLY_RE.fullmatch(t):
+        return n >= 32 and entropy >= 3.0
+    if not any(ch.isalpha() for ch in t) or _WORDY_ID_RE.fullmatch(t):
+        return False
+    return entropy >= 0.75 * math.log2(min(n, 64))
+
+
+# Values that read as a password in prose ("the password is Tr0ub4dor-xyz-77"): a letter
+# and a digit or symbol, no spaces, not a version, a tech word or a path.
+_TECH_WORD_RE = re.compile(
+    r"(?i)^(?:sha-?\d+|md5|bcrypt|scrypt|argon2(?:id)?|pbkdf2|base64|base32|utf-?\d+|ipv[46]"
+    r"|oauth2?|http[23s]?|s3|ec2|gpt-?\d.*|k8s|i18n|l10n|2fa|mfa|totp|fido2|aes-?\d+|rsa-?\d+"
+    r"|ed25519|tls1?\.?\d|ssl\d?|x509|pkcs\d+|[a-z]+-(?:hashed|encoded|encrypted|protected|based))"
+    r"(?:[-_.,].*)?$"
+)
+
+
+def _password_like(value: str) -> bool:
+    if len(value) < 6 or len(value) > 128:
+        return False
+    if _NOT_A_SECRET_RE.match(value) or _TECH_WORD_RE.match(value):
+        return False
+    if _VERSION_RE.fullmatch(value) or _UUID_RE.fullmatch(value) or "://" in value or "@" in value:
+        return False
+    has_alpha = any(ch.isalpha() for ch in value)
+    has_digit = any(ch.isdigit() for ch in value)
+    has_symbol = any(not ch.isalnum() for ch in value)
+    if not has_alpha:
+        return False
+    if has_digit:
+        return True
+    # No digit: mixed case with a symbol inside (``Correct!Horse``), not a hyphenated word.
+    return (
+        has_symbol
+        and _MIXED_CASE_RE.search(value) is not None
+        and not _WORDY_ID_RE.fullmatch(value)
+    )
+
+
+def _strong_token(value: str) -> bool:
+    """A token in prose: random-looking, or mixed case with digits and 10+ characters."""
+    if looks_random(value):
+        return True
+    return (
+        len(value) >= 10
+        and any(ch.isdigit() for ch in value)
+        and any(ch.isupper() for ch in value)
+        and any(ch.islower() for ch in value)
+        and not _TECH_WORD_RE.match(value)
+        and not _VERSION_RE.fullmatch(value)
+        and not _WORDY_ID_RE.fullmatch(value)
+        and "://" not in value
+    )
 
 
 # --------------------------------------------------------------------------
@@ -317,10 +441,15 @@ def _is_intl_phone(text: str) -> bool:
 _Accept = Callable[["re.Match[str]"], str | None]
 
 
+# A finder scans the text itself and yields ``(start, end, label)`` spans, for rules a
+# single regex cannot state in linear time.
+_Finder = Callable[[str], Iterable[tuple[int, int, str]]]
+
+
 @dataclass(frozen=True)
 class _Rule:
     label: str  # label used when ``accept`` is None; documentation otherwise
-    pattern: re.Pattern[str]
+    pattern: re.Pattern[str] | None
     # Named groups holding the value to replace; the first that took part in the
     # match is used. Empty: the whole match is the value.
     groups: tuple[str, ...] = ()
@@ -328,6 +457,10 @@ class _Rule:
     # a cheap prefilter that keeps ordinary prose away from most regexes.
     triggers: tuple[str, ...] = ()
     accept: _Accept | None = None
+    finder: _Finder | None = None
+    # Match only where a secret keyword ends (see _keyword_starts), rather than at every
+    # word: a key-named rule then costs one keyword scan on ordinary prose.
+    anchored: bool = False
 
 
 def _fixed(label: str, check: Callable[[str], bool]) -> _Accept:
@@ -349,6 +482,9 @@ def _accept_keyed(m: re.Match[str]) -> str | None:
     return label
 
 
+_CURL_BEFORE_RE = re.compile(r"\bcurl\b[^\n]*\Z")
+
+
 def _accept_xml(m: re.Match[str]) -> str | None:
     label = _label_for_key(m.group("key"))
     if label is None:
@@ -358,29 +494,76 @@ def _accept_xml(m: re.Match[str]) -> str | None:
     return label if ok else None
 
 
+_LINE_START_RE = re.compile(
+    r"(?i)(?:^|\n)[ \t]*(?:(?:export|set|setx|env|-e|--env|\$env:)[ \t]+(?:-[a-z]+[ \t]+)?)?$"
+)
+
+
+def _is_directive(m: re.Match[str]) -> bool:
+    """A configuration line ``KEY value`` (``requirepass s3cr3t``, ``PGPASSWORD x``):
+    the key opens the line, the value ends it, and the key is not an English word."""
+    key = m.group("key")
+    before = m.string[max(0, m.start() - 40) : m.start()]
+    if not _LINE_START_RE.search(before):
+        return False
+    if not _LINE_TAIL_OK_RE.match(m.string[m.end() : m.end() + 80]):
+        return False
+    words = _key_words(key)
+    return key.isupper() or "_" in key or bool(words and words[-1] in _PASSWORD_DIRECTIVES)
+
+
+def _accept_spaced(m: re.Match[str]) -> str | None:
+    label = _label_for_key(m.group("key"))
+    if label is None:
+        return None
+    value = m.group("vu")
+    if _PLACEHOLDER_RE.search(value) or _NOT_A_SECRET_RE.match(value):
+        return None
+    if (m.group("sep") or "").strip() in ("", "is", "was", "are") and _is_directive(m):
+        if label == "PASSWORD":
+            return label if len(value) >= 4 else None
+        return label if len(value) >= 8 and _HAS_DIGIT_RE.search(value) else None
+    if label == "PASSWORD":
+        return label if _password_like(value) else None
+    return label if _strong_token(value) else None
+
+
+def _accept_next_line(m: re.Match[str]) -> str | None:
+    label = _label_for_key(m.group("key"))
+    if label is None:
+        return None
+    value = m.group("vu")
+    if value.endswith(":") or value[:1] in "-#/":
+        return None
+    ok = _value_is_secret(label, m.group("key"), value, quoted=False, sep=":", tail="\n")
+    return label if ok else None
+
+
+def _accept_aws_secret(m: re.Match[str]) -> str | None:
+    value = m.group(0)
+    before = m.string[max(0, m.start() - 100) : m.start()].lower()
+    if "aws" not in before and "secret" not in before:
+        return None
+    has_upper = any(ch.isupper() for ch in value)
+    has_lower = any(ch.islower() for ch in value)
+    return "AWS_SECRET_KEY" if has_upper and has_lower and looks_random(value) else None
+
+
 # A token body: the characters API tokens are made of.
 _TOK = r"[A-Za-z0-9_\-]"
 # The keywords a secret-naming key can end with (see _label_for_key).
 _KEYWORDS = r"(?:pass(?:word|wd|phrase)?|pwd|pw|secret|token|api[_-]?key|key|privkey)"
+# The same, plus credentials and the one-word directives (requirepass, masterauth, bindpw).
+_KEYWORDS_EXT = (
+    r"(?:pass(?:word|wd|phrase)?|pwd|pw|secret|token|api[ _-]?key|key|privkey|credentials?"
+    r"|masterauth|authpass)"
+)
 
 _RULES: tuple[_Rule, ...] = (
     # -- Private keys: keep the BEGIN/END armour (it says what kind of key it
     #    was), replace the body. The body may be JSON-escaped (``\n``) or cut off
-    #    with no END line, as in a trimmed tool output.
-    _Rule(
-        "PRIVATE_KEY",
-        re.compile(
-            r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
-            # Either everything up to the END line (headers such as
-            # ``Proc-Type: 4,ENCRYPTED`` included), or, when the END line was
-            # cut off, the run of base64 lines that follows.
-            r"(?:\s|\\n)*"
-            r"(?:(?P<v>[A-Za-z0-9+/=\s\\:,.\-]+?)(?:\s|\\n)*(?=-----END)"
-            r"|(?P<cut>[A-Za-z0-9+/=]{16,}(?:(?:\s|\\n)+[A-Za-z0-9+/=]{16,})*))"
-        ),
-        ("v", "cut"),
-        ("private key",),
-    ),
+    #    with no END line, as in a trimmed tool output. See _find_private_keys.
+    _Rule("PRIVATE_KEY", None, triggers=("private key",), finder=lambda t: _find_private_keys(t)),
     # -- Provider tokens, matched by their documented prefixes.
     _Rule(
         "GITHUB_TOKEN",
@@ -411,11 +594,13 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "GOOGLE_API_KEY", re.compile(r"(?<![A-Za-z0-9_])AIza[0-9A-Za-z_\-]{35}"), triggers=("aiza",)
     ),
-    # AWS key ids: a four-letter resource prefix and 16 upper-case base32 chars.
+    # AWS key ids: a four-letter resource prefix and 16 upper-case characters. Real ids
+    # are base32 (``[A-Z2-7]``), but gitleaks and trufflehog accept ``[A-Z0-9]``, and a
+    # missed key costs more than a redacted look-alike.
     _Rule(
         "AWS_ACCESS_KEY",
         re.compile(
-            r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA)[A-Z2-7]{16}(?![A-Za-z0-9])"
+            r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA)[A-Z0-9]{16}(?![A-Za-z0-9])"
         ),
         triggers=(
             "akia",
@@ -490,9 +675,15 @@ _RULES: tuple[_Rule, ...] = (
     # ``curl -u user:password`` (before the generic URL rule: no ``://`` here).
     _Rule(
         "PASSWORD",
-        re.compile(r"\bcurl\b[^\n]*?\s(?:-u|--user)[ =][\"']?[^\s:\"']+:(?P<v>[^\s\"']+)"),
+        re.compile(r"(?<=\s)(?:-u|--user)[ =][\"']?[^\s:\"']+:(?P<v>[^\s\"']+)"),
         ("v",),
         ("curl",),
+        # Only in a curl command: ``curl`` earlier on the same line.
+        lambda m: (
+            "PASSWORD"
+            if _CURL_BEFORE_RE.search(m.string, max(0, m.start() - 400), m.start())
+            else None
+        ),
     ),
     # scheme://user:password@host — postgres, mysql, mongodb+srv, redis (empty
     # user allowed), amqp, https basic-auth URLs... No ``/`` in the password, so
@@ -500,10 +691,71 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "CONNECTION_PASSWORD",
         re.compile(
-            r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@\"'<>]*:(?P<v>[^\s@/\"'<>]+)@(?=[A-Za-z0-9\[])"
+            r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^\s:/@\"'<>]*:(?P<v>[^\s@/\"'<>]+)@(?=[A-Za-z0-9\[])"
         ),
         ("v",),
         ("://",),
+    ),
+    # More providers, by their documented prefixes (the list gitleaks and detect-secrets
+    # keep): SendGrid, Mailchimp, npm, PyPI, Telegram, Discord, Square, Shopify,
+    # DigitalOcean, Vault, Docker Hub, Hugging Face, Databricks, Grafana, Linear,
+    # Postman, New Relic, Doppler, age, Twilio, Artifactory, Azure storage.
+    *(
+        _Rule(label, re.compile(pattern), triggers=triggers)
+        for label, pattern, triggers in (
+            ("API_KEY", r"(?<![\w.\-])SG\.[A-Za-z0-9_\-]{16,32}\.[A-Za-z0-9_\-]{16,64}", ("sg.",)),
+            ("API_KEY", r"(?<![\w\-])[0-9a-f]{32}-us\d{1,2}(?![\w\-])", ("-us",)),
+            ("TOKEN", r"(?<![\w\-])npm_[A-Za-z0-9]{36}(?![\w\-])", ("npm_",)),
+            ("TOKEN", r"(?<![\w\-])pypi-AgE[A-Za-z0-9_\-]{40,}", ("pypi-age",)),
+            ("TOKEN", r"(?<![\w:])\d{8,10}:AA[A-Za-z0-9_\-]{33}(?![\w\-])", (":aa",)),
+            (
+                "TOKEN",
+                r"(?<![\w\-.])[MNO][A-Za-z0-9_\-]{23,25}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,38}(?![\w\-])",
+                (".",),
+            ),
+            ("TOKEN", r"(?<![\w\-])sq0(?:atp|csp|idp)-[A-Za-z0-9_\-]{22,43}", ("sq0",)),
+            ("TOKEN", r"(?<![\w\-])shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}(?![\w\-])", ("shp",)),
+            ("TOKEN", r"(?<![\w\-])do[por]_v1_[a-f0-9]{64}(?![\w\-])", ("_v1_",)),
+            ("TOKEN", r"(?<![\w\-.])hv[sb]\.[A-Za-z0-9_\-]{24,}", ("hvs.", "hvb.")),
+            ("TOKEN", r"(?<![\w\-])dckr_pat_[A-Za-z0-9_\-]{20,}", ("dckr_pat_",)),
+            ("TOKEN", r"(?<![\w\-])hf_[A-Za-z0-9]{30,}(?![\w\-])", ("hf_",)),
+            ("TOKEN", r"(?<![\w\-])dapi[a-f0-9]{32}(?:-\d)?(?![\w\-])", ("dapi",)),
+            (
+                "TOKEN",
+                r"(?<![\w\-])(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2})",
+                ("glsa_", "glc_"),
+            ),
+            ("API_KEY", r"(?<![\w\-])lin_api_[A-Za-z0-9]{40}(?![\w\-])", ("lin_api_",)),
+            ("API_KEY", r"(?<![\w\-])PMAK-[a-f0-9]{24}-[a-f0-9]{34}(?![\w\-])", ("pmak-",)),
+            ("API_KEY", r"(?<![\w\-])NRAK-[A-Z0-9]{27}(?![\w\-])", ("nrak-",)),
+            (
+                "TOKEN",
+                r"(?<![\w\-.])dp\.(?:st|pt|ct|sa|scim|audit)\.[A-Za-z0-9_\-.]{40,}",
+                ("dp.",),
+            ),
+            (
+                "PRIVATE_KEY",
+                r"(?<![\w\-])AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+                ("age-secret-key-",),
+            ),
+            ("API_KEY", r"(?<![\w\-])SK[0-9a-f]{32}(?![\w\-])", ("sk",)),
+            ("API_KEY", r"(?<![\w\-])AKC[a-zA-Z0-9]{10,}(?![\w\-])", ("akc",)),
+        )
+    ),
+    _Rule(
+        "SECRET",
+        re.compile(r"(?i)\b(?:AccountKey|SharedAccessKey|sig)=(?P<v>[A-Za-z0-9+/%]{20,}={0,2})"),
+        ("v",),
+        ("accountkey", "sharedaccesskey", "sig="),
+    ),
+    # AWS secret access keys: 40 base64 characters with "aws" or "secret" shortly
+    # before. The key may start with ``/``, so the generic rule's path exemption
+    # must not see it first.
+    _Rule(
+        "AWS_SECRET_KEY",
+        re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
+        triggers=("aws", "secret"),
+        accept=_accept_aws_secret,
     ),
     # -- Generic secrets, named by their key: ``KEY = value`` in .env, YAML,
     #    JSON, TOML, INI, URL queries, ADO.NET strings, CLI ``--password=x``.
@@ -527,6 +779,7 @@ _RULES: tuple[_Rule, ...] = (
         ("vq", "vs", "vb", "vu"),
         ("pass", "pwd", "pw", "secret", "token", "key"),
         _accept_keyed,
+        anchored=True,
     ),
     # ``--password hunter2`` / ``--token abc123...`` (space instead of ``=``).
     _Rule(
@@ -548,6 +801,43 @@ _RULES: tuple[_Rule, ...] = (
         ("pass", "pwd", "secret", "token", "key"),
         _accept_xml,
     ),
+    # ``password:`` with the value alone on the next line (YAML block, a pasted note).
+    _Rule(
+        "PASSWORD/API_KEY/SECRET/TOKEN",
+        re.compile(
+            rf"""(?ix)
+            (?<![A-Za-z0-9_.\-])
+            (?P<key>[A-Za-z0-9_.\-]{{0,40}}?{_KEYWORDS_EXT})
+            ["']?[ \t]*(?P<sep>[:=])[ \t]*\r?\n[ \t]*["'`]?
+            (?P<vu>[^\s"'`]{{4,200}}?)["'`]?[ \t]*(?=\r?\n|$)
+            """
+        ),
+        ("vu",),
+        ("pass", "pwd", "pw", "secret", "token", "key", "credential", "auth"),
+        _accept_next_line,
+        anchored=True,
+    ),
+    # A keyword, then the value after a space or a few words: ``requirepass s3cr3t``,
+    # ``PGPASSWORD hunter22``, "the staging database password is Tr0ub4dor-xyz-77".
+    _Rule(
+        "PASSWORD/API_KEY/SECRET/TOKEN",
+        re.compile(
+            rf"""(?ix)
+            (?<![A-Za-z0-9_.\-])
+            (?P<key>[A-Za-z0-9_.\-]{{0,40}}?{_KEYWORDS_EXT})
+            (?P<sep>[ \t]+(?:(?:[a-z][a-z0-9_\-]{{0,23}}[ \t]+){{0,4}}?(?:is|was|are|=|:)[ \t]+
+                (?:(?:now|still|just|currently|set[ ]to|changed[ ]to|reset[ ]to)[ \t]+)?)?)
+            ["'`]?(?P<vu>[^\s"'`<>()\[\]{{}},;]{{3,199}}[^\s"'`<>()\[\]{{}},;.!?:])
+            (?=["'`]?(?:[\s,;.!?:)\]}}]|$))
+            """
+        ),
+        ("vu",),
+        ("pass", "pwd", "pw", "secret", "token", "key", "credential", "auth"),
+        _accept_spaced,
+        anchored=True,
+    ),
+    # Long random-looking tokens (base64, hex) shortly after a keyword.
+    _Rule("PASSWORD/API_KEY/SECRET/TOKEN", None, finder=lambda t: _find_random_near_keyword(t)),
     # -- PII.
     # US SSN: ddd-dd-dddd with the ranges the SSA never issues excluded.
     _Rule(
@@ -598,6 +888,9 @@ _RULES: tuple[_Rule, ...] = (
             r"(?![\w\-]|\.\d)"
         ),
     ),
+    # Secrets hidden in base64: a run that decodes to printable text in which a rule
+    # above finds a secret is replaced whole (``cGFzc3dvcmQ9aHVudGVyMg==``).
+    _Rule("(label of the decoded secret)", None, finder=lambda t: _find_base64_secrets(t)),
 )
 
 
@@ -623,20 +916,30 @@ class Redactor:
         # A replacement can expose a neighbour that the first pass skipped
         # because it was glued to the secret (``ghp_...U+44 20 7946 0958``);
         # a second pass catches it, and makes redaction idempotent.
+        # Only a replacement glued to a word character can expose something new, so
+        # the second pass is skipped when every replacement stands apart.
         for _ in range(_MAX_PASSES):
-            text, found = _redact_once(text)
+            text, found, glued = _redact_once(text)
             if not found:
                 break
             _add(counts, found)
+            if not glued:
+                break
         return RedactionResult(text, counts)
 
     def redact_json(self, obj: JSONValue) -> tuple[JSONValue, dict[str, int]]:
-        """Redact a JSON-like value (dicts, lists, scalars) without mutating it.
+        """Redact a JSON-like value (dicts, lists, scalars), keys and values at any depth,
+        without mutating it.
 
-        String values are redacted as text. A value whose key names a secret
-        (``password``, ``api_key``, ``accessToken``, ``client_secret``...) is
-        replaced whole, whatever its shape: ``{"password": "hunter2"}`` becomes
-        ``{"password": "[PASSWORD:REDACTED]"}``. Keys are kept as they are.
+        * String values are redacted as text.
+        * Keys are redacted as text too (a key can be a secret: ``{"ghp_...": 1}``); when
+          two keys end up the same, the later one gets a `` (2)`` suffix, so nothing is
+          lost.
+        * A value whose key names a secret (``password``, ``api_key``, ``accessToken``,
+          ``client_secret``...) is replaced whole, whatever its shape:
+          ``{"password": "hunter2"}`` becomes ``{"password": "[PASSWORD:REDACTED]"}``; an
+          object or list under such a key has every scalar leaf replaced
+          (``{"password": {"v": "..."}}``).
 
         Args:
             obj: A value as produced by ``json.loads``; tuples are treated as lists.
@@ -645,26 +948,49 @@ class Redactor:
             The redacted copy and the number of replacements per label.
         """
         counts: dict[str, int] = {}
-        return self._walk(obj, counts), counts
+        return self._walk(obj, counts, None), counts
 
-    def _walk(self, obj: JSONValue, counts: dict[str, int]) -> JSONValue:
+    def _walk(self, obj: JSONValue, counts: dict[str, int], secret: str | None) -> JSONValue:
         if isinstance(obj, str):
+            if secret is not None and _is_whole_secret(obj):
+                counts[secret] = counts.get(secret, 0) + 1
+                return placeholder(secret)
             result = self.redact(obj)
             _add(counts, result.counts)
             return result.text
         if isinstance(obj, dict):
             out: dict[str, JSONValue] = {}
             for key, value in obj.items():
-                label = _label_for_key(key) if isinstance(key, str) else None
-                if label is not None and _is_whole_secret(value):
-                    out[key] = placeholder(label)
-                    counts[label] = counts.get(label, 0) + 1
+                text_key = key if isinstance(key, str) else str(key)
+                label = _label_for_key(_plain_key(text_key)) or secret
+                new_key = self.redact(text_key)
+                _add(counts, new_key.counts)
+                name = new_key.text
+                n = 2
+                while name in out:
+                    name = f"{new_key.text} ({n})"
+                    n += 1
+                if label is not None and not isinstance(value, dict | list | tuple):
+                    if _is_whole_secret(value):
+                        out[name] = placeholder(label)
+                        counts[label] = counts.get(label, 0) + 1
+                    else:
+                        out[name] = self._walk(value, counts, None)
                 else:
-                    out[key] = self._walk(value, counts)
+                    out[name] = self._walk(value, counts, label)
             return out
         if isinstance(obj, list | tuple):
-            return [self._walk(item, counts) for item in obj]
+            return [self._walk(item, counts, secret) for item in obj]
+        if secret is not None and _is_whole_secret(obj):
+            counts[secret] = counts.get(secret, 0) + 1
+            return placeholder(secret)
         return obj
+
+
+def _plain_key(key: str) -> str:
+    """A key as the rules read it: NFKC, no zero-width characters, ``%XX`` decoded."""
+    view = normalised_view(key)
+    return view.view if view is not None else key
 
 
 def _is_whole_secret(value: JSONValue) -> bool:
@@ -675,9 +1001,11 @@ def _is_whole_secret(value: JSONValue) -> bool:
         return True  # a numeric PIN or password is still one
     if isinstance(value, str):
         stripped = value.strip()
-        return bool(stripped) and not (
-            _NOT_A_SECRET_RE.match(stripped) or _PLACEHOLDER_RE.fullmatch(stripped)
-        )
+        if not stripped or _PLACEHOLDER_RE.fullmatch(stripped):
+            return False
+        # A random-looking value is a secret even when it is shaped like a path
+        # (AWS secret keys may start with ``/``).
+        return not _NOT_A_SECRET_RE.match(stripped) or looks_random(stripped)
     return False
 
 
@@ -699,38 +1027,310 @@ def _value_span(m: re.Match[str], groups: Iterable[str]) -> tuple[int, int] | No
 _MAX_PASSES = 3
 
 
-def _redact_once(text: str) -> tuple[str, dict[str, int]]:
-    """One scan of the rule table over ``text``; see the module docstring."""
-    if not text:
-        return text, {}
-    lowered = text.lower()
-    # Placeholders already in the text are taken first, so nothing wraps them.
-    taken: list[tuple[int, int]] = [m.span() for m in _PLACEHOLDER_RE.finditer(text)]
-    found: list[tuple[int, int, str]] = []
-    for rule in _RULES:
-        if rule.triggers and not any(t in lowered for t in rule.triggers):
+# --------------------------------------------------------------------------
+# Finders: rules written as a scan, so that their cost stays linear.
+# --------------------------------------------------------------------------
+
+_PEM_BEGIN_RE = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_CUT_RE = re.compile(
+    r"(?:[ \t\r\n]|\\n){0,16}(?P<cut>[A-Za-z0-9+/=]{16,}(?:(?:[ \t\r\n]|\\n){1,8}[A-Za-z0-9+/=]{16,})*)"
+)
+_PEM_TRIM = " \t\r\n"
+
+
+def _trim_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """Shrink ``[start, end)`` past whitespace and literal ``\\n`` on both sides."""
+    while start < end:
+        if text[start] in _PEM_TRIM:
+            start += 1
+        elif text.startswith("\\n", start):
+            start += 2
+        else:
+            break
+    while end > start:
+        if text[end - 1] in _PEM_TRIM:
+            end -= 1
+        elif end - 2 >= start and text[end - 2 : end] == "\\n":
+            end -= 2
+        else:
+            break
+    return start, end
+
+
+def _find_private_keys(text: str) -> Iterable[tuple[int, int, str]]:
+    """Bodies of PEM private keys: up to the next ``-----END``, or, with no END line, the
+    run of base64 lines that follows. The next END is looked up once and reused by every
+    BEGIN before it, so a text of many BEGIN lines costs one pass (the single regex this
+    replaces was cubic on ``BEGIN`` followed by spaces)."""
+    next_end = -2
+    trimmed_end: dict[int, int] = {}
+    for m in _PEM_BEGIN_RE.finditer(text):
+        body = m.end()
+        if next_end != -1 and next_end < body:
+            next_end = text.find("-----END", body)
+        if next_end != -1:
+            end = trimmed_end.get(next_end)
+            if end is None:
+                end = _trim_span(text, body, next_end)[1]
+                trimmed_end[next_end] = end
+            start = body
+            while start < end and (text[start] in _PEM_TRIM or text.startswith("\\n", start)):
+                start += 2 if text[start] == "\\" else 1
+            if start < end:
+                yield start, end, "PRIVATE_KEY"
             continue
-        for m in rule.pattern.finditer(text):
-            span = _value_span(m, rule.groups)
+        cut = _PEM_CUT_RE.match(text, body)
+        if cut is not None:
+            yield cut.start("cut"), cut.end("cut"), "PRIVATE_KEY"
+
+
+_LONG_TOKEN_RE = re.compile(r"(?<![A-Za-z0-9+/_\-=])[A-Za-z0-9+/_\-=]{16,}")
+_NEAR_KEYWORD_RE = re.compile(
+    r"(?i)(pass(?:word|wd|phrase)?|pwd|secret|token|api[ _-]?key|key|credentials?|auth)(?![a-z])"
+)
+# Words that say a long hex or base64 string is a hash, an id or a public value.
+_PUBLIC_VALUE_RE = re.compile(
+    r"(?i)\b(?:commit|commits|sha\d*|hash|digest|checksum|revision|rev|fingerprint|etag|id|ids"
+    r"|uuid|build|image|tag|version|merge|cherry-picked|ref|blob|tree|request[ _-]id|trace)\b"
+)
+_KEYWORD_LABELS = (
+    ("pass", "PASSWORD"),
+    ("pwd", "PASSWORD"),
+    ("secret", "SECRET"),
+    ("credential", "SECRET"),
+    ("token", "TOKEN"),
+    ("auth", "TOKEN"),
+    ("key", "API_KEY"),
+)
+
+
+def _find_random_near_keyword(text: str) -> Iterable[tuple[int, int, str]]:
+    """Random-looking tokens (see :func:`looks_random`) at most 80 characters after a
+    keyword on the same line, unless a word such as "commit", "sha" or "id" stands
+    between them (``key rotation landed in commit 9f86d081...``)."""
+    # A run of random tokens after one keyword (``key: part1.part2.part3``) is one chain:
+    # each token within 80 characters of the previous one on the line is taken too, so
+    # the result does not depend on how far the last keyword is once earlier parts have
+    # been replaced (redaction stays idempotent).
+    chain_end, chain_label = -1, ""
+    for m in _LONG_TOKEN_RE.finditer(text):
+        token = m.group().rstrip("-_")
+        if not looks_random(token):
+            continue
+        lo = max(0, m.start() - 80)
+        newline = text.rfind("\n", lo, m.start())
+        if chain_end >= lo and (newline < 0 or newline < chain_end):
+            chain_end = m.start() + len(token)
+            yield m.start(), chain_end, chain_label
+            continue
+        before = text[(newline + 1 if newline >= 0 else lo) : m.start()]
+        last = None
+        for last in _NEAR_KEYWORD_RE.finditer(before):  # noqa: B007 - the last one counts
+            pass
+        if last is None or _PUBLIC_VALUE_RE.search(before, last.end()):
+            continue
+        word = last.group(1).lower()
+        label = next(lab for prefix, lab in _KEYWORD_LABELS if prefix in word)
+        chain_end, chain_label = m.start() + len(token), label
+        yield m.start(), chain_end, label
+
+
+_B64_RUN_RE = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/]{16,}={0,2}(?![A-Za-z0-9+/=_\-])")
+_B64_MAX_CHARS = 8192
+
+
+def _find_base64_secrets(text: str) -> Iterable[tuple[int, int, str]]:
+    """Base64 runs that decode to printable text holding a secret; the run is replaced
+    whole, with the label of the first secret inside. One level deep: decoded text is
+    scanned by the other rules, not decoded again."""
+    for m in _B64_RUN_RE.finditer(text):
+        run = m.group()
+        if len(run) > _B64_MAX_CHARS or len(run) % 4 == 1:
+            continue
+        try:
+            raw = base64.b64decode(run + "=" * (-len(run) % 4), validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if not raw or sum(32 <= b < 127 or b in (9, 10, 13) for b in raw) < 0.95 * len(raw):
+            continue
+        found = _scan(raw.decode("ascii", "replace"), decode_base64=False)
+        if found:
+            yield m.start(), m.end(), found[0][2]
+
+
+# --------------------------------------------------------------------------
+# The scan.
+# --------------------------------------------------------------------------
+
+
+# The end of a secret keyword, as the last word of a key (``DB_PASSWORD``, ``apiKey``).
+_KEYWORD_END_RE = re.compile(
+    r"(?i)(?:pass(?:word|wd|phrase)?|pwd|pw|secret|token|api[ _-]?key|key|privkey|credentials?"
+    r"|masterauth|authpass)(?![A-Za-z0-9_.\-])"
+)
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_MAX_KEY_CHARS = 64
+
+
+def _keyword_starts(text: str) -> list[int]:
+    """Where the keys that end in a secret keyword start: the beginning of the run of key
+    characters before each keyword (at most 64 back), in order, once each."""
+    out: list[int] = []
+    for m in _KEYWORD_END_RE.finditer(text):
+        start = m.start()
+        floor = max(0, start - _MAX_KEY_CHARS)
+        while start > floor and text[start - 1] in _KEY_CHARS:
+            start -= 1
+        if not out or out[-1] != start:
+            out.append(start)
+    return out
+
+
+def _anchored_matches(
+    pattern: re.Pattern[str], text: str, starts: list[int]
+) -> Iterable[re.Match[str]]:
+    """``pattern`` matched at each key start, with ``finditer``'s rule that a match (even
+    one the rule then rejects) hides the starts inside it: each character is read once."""
+    floor = 0
+    for start in starts:
+        if start < floor:
+            continue
+        m = pattern.match(text, start)
+        if m is not None:
+            floor = max(m.end(), start + 1)
+            yield m
+
+
+def _trigger_index() -> tuple[re.Pattern[str], dict[str, frozenset[str]]]:
+    """One regex finding every rule trigger at every position (longest first), and for
+    each trigger the shorter ones it contains: one pass decides which rules run."""
+    triggers = sorted({t for rule in _RULES for t in rule.triggers}, key=len, reverse=True)
+    pattern = re.compile("(?=(" + "|".join(re.escape(t) for t in triggers) + "))")
+    implied = {t: frozenset(u for u in triggers if u in t) for t in triggers}
+    return pattern, implied
+
+
+class _Taken:
+    """Non-overlapping spans, sorted, with an O(log n) overlap test."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def overlaps(self, start: int, end: int) -> bool:
+        i = bisect.bisect_right(self.starts, start)
+        if i and self.ends[i - 1] > start:
+            return True
+        return i < len(self.starts) and self.starts[i] < end
+
+    def add(self, start: int, end: int) -> None:
+        i = bisect.bisect_right(self.starts, start)
+        self.starts.insert(i, start)
+        self.ends.insert(i, end)
+
+
+def _scan(text: str, *, decode_base64: bool = True) -> list[tuple[int, int, str]]:
+    """Run the rule table over ``text``; sorted, non-overlapping ``(start, end, label)``."""
+    taken = _Taken()
+    # Placeholders already in the text are taken first, so nothing wraps them, and masked
+    # (same length), so that the words in them ("[API_KEY:REDACTED]") are no keywords.
+    if ":REDACTED]" in text:
+        for m in _PLACEHOLDER_RE.finditer(text):
+            taken.add(*m.span())
+        text = _PLACEHOLDER_RE.sub(lambda m: "\x00" * len(m.group()), text)
+    present: set[str] = set()
+    for trigger in _TRIGGER_RE.findall(text.lower()):
+        present |= _IMPLIED_TRIGGERS[trigger]
+    found: list[tuple[int, int, str]] = []
+    starts: list[int] | None = None
+    for rule in _RULES:
+        if rule.triggers and present.isdisjoint(rule.triggers):
+            continue
+        if rule.finder is not None:
+            if not decode_base64 and rule.finder is _RULES[-1].finder:
+                continue
+            for start, end, label in rule.finder(text):
+                if start < end and not taken.overlaps(start, end):
+                    taken.add(start, end)
+                    found.append((start, end, label))
+            continue
+        assert rule.pattern is not None
+        if rule.anchored:
+            if starts is None:
+                starts = _keyword_starts(text)
+            matches: Iterable[re.Match[str]] = _anchored_matches(rule.pattern, text, starts)
+        else:
+            matches = rule.pattern.finditer(text)
+        for match in matches:
+            span = _value_span(match, rule.groups)
             if span is None or span[0] == span[1]:
                 continue
-            if any(span[0] < end and start < span[1] for start, end in taken):
+            if taken.overlaps(*span):
                 continue
-            label = rule.accept(m) if rule.accept else rule.label
-            if label is None:
+            accepted = rule.accept(match) if rule.accept else rule.label
+            if accepted is None:
                 continue
-            taken.append(span)
-            found.append((span[0], span[1], label))
-    if not found:
-        return text, {}
+            taken.add(*span)
+            found.append((span[0], span[1], accepted))
     found.sort()
+    return found
+
+
+_TRIGGER_RE, _IMPLIED_TRIGGERS = _trigger_index()
+
+
+def _redact_once(text: str) -> tuple[str, dict[str, int], bool]:
+    """One scan of the rule table over ``text``; see the module docstring.
+
+    The rules read the normalised view (NFKC, no zero-width characters, ``%XX`` decoded;
+    see redaction_normalize); spans found there are mapped back, and the original text is
+    kept as written around them.
+    """
+    if not text:
+        return text, {}, False
+    views: list[TextView | None] = [normalised_view(text)]
+    if PERCENT_RE.search(text):
+        views.append(normalised_view(text, decode_percent=True))
+    spans: list[tuple[int, int, str]] = []
+    for view in views:
+        for start, end, label in _scan(view.view if view is not None else text):
+            if view is not None:
+                start, end = view.original_span(start, end)
+            spans.append((start, end, label))
+    if not spans:
+        return text, {}, False
+    # Spans from two views, or two view spans from one original character, may overlap:
+    # merge them, keeping the first label.
+    spans.sort()
+    found: list[tuple[int, int, str]] = []
+    for start, end, label in spans:
+        if found and start < found[-1][1]:
+            prev = found.pop()
+            found.append((prev[0], max(prev[1], end), prev[2]))
+        else:
+            found.append((start, end, label))
     parts: list[str] = []
     counts: dict[str, int] = {}
     pos = 0
+    glued = False
     for start, end, label in found:
         parts.append(text[pos:start])
         parts.append(placeholder(label))
         counts[label] = counts.get(label, 0) + 1
+        glued = (
+            glued
+            or _GLUE_RE.match(text, end) is not None
+            or (start > 0 and _GLUE_RE.match(text, start - 1) is not None)
+        )
         pos = end
     parts.append(text[pos:])
-    return "".join(parts), counts
+    return "".join(parts), counts, glued
+
+
+# A character that can continue a token: next to a replacement, it may start or end a
+# secret the first pass could not see.
+_GLUE_RE = re.compile(r"[A-Za-z0-9_\-+/=%@:]")
+
+
+REDACTOR = Redactor()
+"""The process's one redactor (stateless; its patterns are compiled at import)."""

@@ -2,8 +2,11 @@
 
 For every item, in this order and in the caller's single transaction:
 
-1. validate (schema, namespace, project and namespace rights, metadata bounds, related ids);
-2. redact secrets and PII from content, name, metadata, url and source;
+1. validate (schema, namespace, project and namespace rights, metadata bounds, related ids,
+   content size: an oversize item is refused before any text work);
+2. redact secrets and PII from every stored field (content, name, url, source, domain,
+   origin, tags, metadata keys and values; see domain/redaction_fields.py); identifiers
+   (project, agent_id, relationship labels) holding a secret are refused with a 422;
 3. the write gate (fragments, logs, dumps, reasoning chains, oversize);
 4. deduplicate: exact (same normalized content) and near (cosine), both only among what a
    reader of the new memory could read: its namespace, its project or none, its agent diary
@@ -20,11 +23,13 @@ history. A new memory is stored and, when the request names no ``supersedes``, i
 the current end of the old memory's chain (if the key may write it), so the re-asserted fact
 is current again and the one that had replaced it is not shown beside it.
 
-Nothing unredacted reaches the embedder, the database, the logs or the audit row.
+Nothing unredacted reaches the embedder, the database, the logs or the audit row. Steps 1-3
+are CPU work on text: they run in a worker thread, never on the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -41,6 +46,7 @@ from service.domain.auth import Caller
 from service.domain.expiry import expiry_of, purge_colliding
 from service.domain.facets import facet_of
 from service.domain.redaction import merge_counts
+from service.domain.redaction_fields import check_identifiers
 from service.domain.write_gate import GateVerdict
 from service.domain.write_pipeline import WritePipeline
 from service.domain.write_pipeline import check_metadata as check_metadata
@@ -95,6 +101,9 @@ class _Prepared:
     name: str = ""
     url: str | None = None
     source: str | None = None
+    domain: str | None = None
+    origin: str | None = None
+    tags: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     redactions: dict[str, int] = field(default_factory=dict)
     verdict: GateVerdict | None = None
@@ -128,6 +137,14 @@ def _prepare(
     InvalidInput/permission errors; gate rejections are recorded on the item, not raised, so
     a batch can carry on."""
     caller.check_namespace(req.namespace)
+    # Identifiers are checked before the project check, whose 403 names the project.
+    check_identifiers(
+        {
+            f"{prefix}project": req.project,
+            f"{prefix}agent_id": req.agent_id,
+            **{f"{prefix}related.{n}.relationship": r.relationship for n, r in enumerate(req.related)},
+        }
+    )
     caller.check_write_project(req.project, f"{prefix}project")
     clean = pipeline.run(
         type=req.type,
@@ -136,6 +153,9 @@ def _prepare(
         url=req.url or None,
         source=req.source or None,
         metadata=req.metadata,
+        domain=req.domain,
+        origin=req.origin,
+        tags=list(req.tags),
         field_prefix=prefix,
     )
     item = _Prepared(index=index, request=req)
@@ -143,6 +163,9 @@ def _prepare(
     item.content = clean.content or ""
     item.url = clean.url
     item.source = clean.source
+    item.domain = clean.domain
+    item.origin = clean.origin
+    item.tags = clean.tags or []
     item.metadata = clean.metadata or {}
     item.redactions = clean.redactions
     if item.redactions:
@@ -349,11 +372,11 @@ async def _store(
             "content_hash": i.hash,
             "embedding": vec,
             "project": i.request.project,
-            "domain": i.request.domain,
+            "domain": i.domain,
             "agent_id": i.request.agent_id,
-            "tags": list(dict.fromkeys(i.request.tags)),
+            "tags": i.tags,
             "source": i.source,
-            "origin": i.request.origin,
+            "origin": i.origin,
             "url": i.url,
             "valid_at": i.request.valid_at,
             "expires_at": i.expires_at,
@@ -406,7 +429,9 @@ async def remember(
     """
     caller.require("write")
     ctx.namespace = req.namespace
-    item = _prepare(0, req, caller, settings, WritePipeline.for_settings(settings), "")
+    item = await asyncio.to_thread(
+        _prepare, 0, req, caller, settings, WritePipeline.for_settings(settings), ""
+    )
     ctx.request = _request_summary([item])
     if item.rejection is not None:
         _count([item], {"rejected": 1})
@@ -460,7 +485,9 @@ async def remember_batch(
     if len(req.items) > settings.max_batch_items:
         raise InvalidInput("items", f"{len(req.items)} items; at most {settings.max_batch_items} per batch")
     pipeline = WritePipeline.for_settings(settings)
-    items = [_prepare(i, r, caller, settings, pipeline, f"items.{i}.") for i, r in enumerate(req.items)]
+    items = await asyncio.to_thread(
+        lambda: [_prepare(i, r, caller, settings, pipeline, f"items.{i}.") for i, r in enumerate(req.items)]
+    )
     namespaces = {i.request.namespace for i in items}
     ctx.namespace = next(iter(namespaces)) if len(namespaces) == 1 else None
     ctx.request = _request_summary(items)

@@ -228,7 +228,7 @@ def _is_fragment(content: str, words: list[str], config: GateConfig, named: bool
 # --------------------------------------------------------------------------
 
 _TRACE_HEADER_RE = re.compile(
-    r"""(?mx)^\s*(?:
+    r"""(?mx)^[ \t]*(?:
         Traceback\ \(most\ recent\ call\ last\):                 # Python
       | Exception\ in\ thread\ "[^"]*"                            # Java
       | goroutine\ \d+\ \[[^\]]+\]:                               # Go
@@ -237,7 +237,7 @@ _TRACE_HEADER_RE = re.compile(
     )"""
 )
 _TRACE_FRAME_RE = re.compile(
-    r"""(?mx)^\s*(?:
+    r"""(?mx)^[ \t]*(?:
         File\ "[^"\n]+",\ line\ \d+                               # Python
       | at\ [\w$.<>\[\]/`]+\([^()\n]*(?:\.\w+:\d+|Native\ Method|Unknown\ Source)[^()\n]*\)  # Java
       | at\ [\w$.<>\[\]`]+\([^()\n]*\)\ in\ \S+:line\ \d+                # C#

@@ -34,12 +34,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from service.config import Settings
-from service.domain.redaction import PLACEHOLDER_RE, Redactor, merge_counts
-from service.domain.write_gate import GateConfig, GateVerdict, WriteGate
+from service.domain.redaction import PLACEHOLDER_RE, REDACTOR, Redactor
+from service.domain.redaction_fields import redact_fields
+from service.domain.write_gate import HINTS, GateConfig, GateReason, GateVerdict, WriteGate
 from service.errors import InvalidInput
-
-REDACTOR = Redactor()
-"""The process's one redactor (stateless; its patterns are compiled at import)."""
 
 _WS = re.compile(r"\s+")
 
@@ -97,7 +95,8 @@ class CleanWrite:
 
     Attributes:
         content: redacted content (None when the write carries none, as a PATCH may).
-        name, url, source: redacted, or None.
+        name, url, source, domain, origin: redacted, or None.
+        tags: redacted and deduplicated (first occurrence kept), or None.
         metadata: redacted metadata, or None when the write carries none.
         redactions: replacements per label, over every field.
         verdict: the gate's verdict on the content (None without content).
@@ -110,6 +109,9 @@ class CleanWrite:
     url: str | None = None
     source: str | None = None
     metadata: dict[str, Any] | None = None
+    domain: str | None = None
+    origin: str | None = None
+    tags: list[str] | None = None
     redactions: dict[str, int] = field(default_factory=dict)
     verdict: GateVerdict | None = None
     hash: str = ""
@@ -161,21 +163,32 @@ class WritePipeline:
         url: str | None = None,
         source: str | None = None,
         metadata: dict[str, Any] | None = None,
+        domain: str | None = None,
+        origin: str | None = None,
+        tags: list[str] | None = None,
         field_prefix: str = "",
     ) -> CleanWrite:
-        """Validate, redact, gate and hash one write's fields.
+        """Validate, redact, gate and hash one write's fields. CPU work on text: callers run
+        it in a worker thread, never on the event loop.
 
         Args:
             type: the memory type (the gate lets code through for code types).
-            content, name, url, source, metadata: the write's fields; None when absent.
+            content, name, url, source, metadata, domain, origin, tags: the write's fields;
+                None when absent. Every one is redacted (JSON keys as well as values).
             field_prefix: prepended to field names in errors (``items.3.`` in a batch).
 
         Returns:
             The redacted fields, the counts, the verdict and the hash. A gate rejection is
-            returned (``accepted`` False), not raised, so a batch can carry on.
+            returned (``accepted`` False), not raised, so a batch can carry on. Content
+            longer than the gate's ``max_chars`` is refused as ``oversize`` before it is
+            scanned (size before redaction: megabytes of text cost no regex time).
 
         Raises:
             InvalidInput: NUL in content or name; metadata too big or too deep.
+
+        The fields that scope reads (project, agent_id, relationship labels) are never
+        rewritten: callers refuse them first when they hold a secret
+        (``redaction_fields.check_identifiers``), before any rights check names them.
         """
         if metadata is not None:
             check_metadata(metadata, self.settings, f"{field_prefix}metadata")
@@ -184,17 +197,31 @@ class WritePipeline:
         if name is not None and "\x00" in name:
             raise InvalidInput(f"{field_prefix}name", "NUL characters are not allowed in text")
         out = CleanWrite()
-        counts: list[dict[str, int]] = []
-        for attr, value in (("content", content), ("name", name), ("url", url), ("source", source)):
-            if value is not None:
-                result = self.redactor.redact(value)
-                setattr(out, attr, result.text)
-                counts.append(result.counts)
+        if content is not None and len(content) > self.gate.config.max_chars:
+            out.verdict = GateVerdict(False, (GateReason("oversize", HINTS["oversize"]),))
+            return out
+        values, out.redactions = redact_fields(
+            {
+                "content": content,
+                "name": name,
+                "url": url,
+                "source": source,
+                "domain": domain,
+                "origin": origin,
+                "tags": tags,
+                "metadata": metadata,
+            }
+        )
+        out.content = values["content"]
+        out.name = values["name"]
+        out.url = values["url"]
+        out.source = values["source"]
+        out.domain = values["domain"]
+        out.origin = values["origin"]
+        if tags is not None:
+            out.tags = list(dict.fromkeys(values["tags"]))
         if metadata is not None:
-            redacted, meta_counts = self.redactor.redact_json(metadata)
-            out.metadata = redacted if isinstance(redacted, dict) else {}
-            counts.append(meta_counts)
-        out.redactions = merge_counts(*counts)
+            out.metadata = values["metadata"] if isinstance(values["metadata"], dict) else {}
         if out.content is not None:
             out.verdict = self.check_gate(
                 out.content, type=type, name=out.name, redacted=bool(out.redactions)

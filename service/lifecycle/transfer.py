@@ -42,7 +42,7 @@ from pydantic import ValidationError
 
 from service.config import Settings
 from service.domain.auth import Caller
-from service.domain.redaction import Redactor
+from service.domain.redaction import REDACTOR as _REDACTOR
 from service.domain.remember import _prepare, document_text
 from service.errors import CtxpackError, InvalidInput
 from service.lifecycle.local import LocalResources, model_id, operator
@@ -56,7 +56,6 @@ from service.store.memories import MemoryRepository
 FORMAT = "ctxpack-export"
 VERSION = 1
 IMPORT_CHUNK = 256
-_REDACTOR = Redactor()
 _DROP = {"org_id", "tsv"}
 
 
