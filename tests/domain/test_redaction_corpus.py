@@ -10,7 +10,7 @@ import urllib.parse
 import pytest
 
 from bench.redaction_corpus import ordinary_samples, secret_samples
-from scripts.gate_report import find_locomo_dir
+from bench.gate_report import find_locomo_dir
 from service.domain.redaction import Redactor
 from service.domain.redaction_fields import check_identifiers, redact_fields
 from service.errors import InvalidInput
