@@ -99,7 +99,7 @@ async def export_store(
 
     settings = resources.settings
     summary = ExportSummary()
-    async with resources.sessionmaker() as session:
+    async with resources.runner.operator_session() as session:
         org_row = await resolve_org(session, org)
         repo = LifecycleRepository(session)
         total = await repo.count_memories(org_row.org_id, namespace=namespace, since=since)
@@ -227,7 +227,7 @@ async def _import_memories(
 ) -> None:
     settings: Settings = resources.settings
     assert resources.has_embedder
-    async with resources.sessionmaker() as session:
+    async with resources.runner.operator_session() as session:
         repo = LifecycleRepository(session)
         ids = [_uuid(obj.get("id")) for _, obj in chunk]
         present = await repo.existing_ids(caller.org_id, [i for i in ids if i is not None])
@@ -295,11 +295,11 @@ async def _import_memories(
                 ),
                 "embedding": vectors[mid],
                 "project": item.request.project,
-                "domain": item.request.domain,
+                "domain": item.domain,
                 "agent_id": item.request.agent_id,
-                "tags": list(dict.fromkeys(item.request.tags)),
+                "tags": item.tags,
                 "source": item.source,
-                "origin": item.request.origin,
+                "origin": item.origin,
                 "url": item.url,
                 "valid_at": item.request.valid_at,
                 "created_at": _time(obj.get("created_at")) or datetime.now(UTC),
@@ -315,13 +315,12 @@ async def _import_memories(
         await MemoryRepository(session).ensure_projects(
             caller.org_id, {r["project"] for r in rows if r["project"] and r["id"] in inserted}
         )
-        await session.commit()
 
 
 async def _import_links(
     resources: LocalResources, caller: Caller, chunk: list[tuple[int, dict[str, Any]]], summary: ImportSummary
 ) -> None:
-    async with resources.sessionmaker() as session:
+    async with resources.runner.operator_session() as session:
         repo = LifecycleRepository(session)
         edges = []
         pairs = []
@@ -345,7 +344,6 @@ async def _import_links(
                 pairs.append((source, newer))
         summary.relations += await repo.insert_relations(caller.org_id, edges)
         await repo.set_superseded(caller.org_id, pairs)
-        await session.commit()
 
 
 async def _import_artifacts(
@@ -372,9 +370,8 @@ async def _import_artifacts(
                 "created_at": _time(obj.get("created_at")) or datetime.now(UTC),
             }
         )
-    async with resources.sessionmaker() as session:
+    async with resources.runner.operator_session() as session:
         summary.artifacts += await LifecycleRepository(session).insert_artifacts(rows)
-        await session.commit()
 
 
 async def import_store(
@@ -399,9 +396,8 @@ async def import_store(
         and header.get("model") == model_id(settings)
         and header.get("dims") == settings.embedding_dims
     )
-    async with resources.sessionmaker() as session:
+    async with resources.runner.operator_session() as session:
         org_row = await KeyRepository(session).get_or_create_org(org)
-        await session.commit()
     caller = operator(org_row.org_id)
     summary = ImportSummary()
     if progress is not None:
@@ -415,7 +411,7 @@ async def import_store(
     for chunk in _chunks(path, "artifact", IMPORT_CHUNK):
         await _import_artifacts(resources, caller, chunk, summary)
     summary.complete = any(obj.get("kind") == "end" for _, obj in _records(path))
-    async with resources.sessionmaker() as session:
+    async with resources.runner.operator_session() as session:
         await AuditRepository(session).add(
             org_id=caller.org_id,
             key_id=caller.key_id,
@@ -428,5 +424,4 @@ async def import_store(
             details=summary.as_dict(),
             latency_ms=0.0,
         )
-        await session.commit()
     return summary
