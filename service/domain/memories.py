@@ -59,6 +59,7 @@ def to_out(row: Memory, related: list[RelatedOut] | None = None) -> MemoryOut:
         superseded_by=row.superseded_by,
         metadata=dict(row.meta or {}),
         related=related or [],
+        key=row.key,
     )
 
 
@@ -102,16 +103,20 @@ async def list_memories(
     tag: str | None,
     offset: int,
     limit: int,
+    key: str | None = None,
 ) -> MemoryPage:
     """Memories within the key's reach, newest first, filtered and paged.
 
     ``namespace``: ``u:s`` for exactly that namespace, ``u:s:*`` for the subtree, ``*`` or
-    None for everything the key may see."""
+    None for everything the key may see. ``key``: the current memory written under that key
+    (keys are unique per namespace, so it needs an exact namespace)."""
     caller.require("read")
     ns, subtree = (None, True) if namespace is None else parse_namespace_filter(namespace)
     if ns is not None and not subtree:
         caller.check_namespace(ns)
     caller.check_project(project)
+    if key is not None and (ns is None or subtree):
+        raise InvalidInput("namespace", "a key is unique within one namespace: give it exactly")
     if not 0 <= offset <= 1_000_000:
         raise InvalidInput("offset", "offset must be between 0 and 1000000")
     if not 1 <= limit <= MAX_PAGE:
@@ -119,7 +124,7 @@ async def list_memories(
     ctx.namespace = ns
     ctx.request = {
         "namespace": namespace, "type": type_, "project": project, "agent_id": agent_id,
-        "tag": tag, "offset": offset, "limit": limit,
+        "tag": tag, "offset": offset, "limit": limit, "key": key,
     }
     rows, total = await MemoryRepository(session).list(
         caller.org_id,
@@ -131,6 +136,7 @@ async def list_memories(
         project=project,
         agent_id=agent_id,
         tag=tag,
+        key=key,
         offset=offset,
         limit=limit,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +26,17 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store.models import Memory, Project, Relation
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A stored memory as the keyed-write rules see it (domain/keyed_writes.py)."""
+
+    id: uuid.UUID
+    key: str | None
+    content_hash: str
+    superseded_by: uuid.UUID | None
+    project: str | None
 
 
 def namespace_scope(prefixes: Sequence[str]) -> ColumnElement[bool]:
@@ -231,6 +243,67 @@ class MemoryRepository:
                 .values(superseded_by=new, updated_at=func.now())
             )
 
+    # --- keyed writes (domain/keyed_writes.py) --------------------------------------------
+
+    async def lock_keys(self, org_id: uuid.UUID, pairs: Sequence[tuple[str, str]]) -> None:
+        """Serialize keyed writes: a transaction-scoped advisory lock per (namespace, key),
+        taken in a fixed order so two batches never deadlock."""
+        if not pairs:
+            return
+        names = sorted({f"{org_id}\x1f{ns}\x1f{key}" for ns, key in pairs})
+        await self.session.execute(
+            text(
+                "SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) "
+                "FROM (SELECT k FROM unnest(CAST(:names AS text[])) AS u(k) ORDER BY k OFFSET 0) s"
+            ),
+            {"names": names},
+        )
+
+    async def current_by_keys(
+        self, org_id: uuid.UUID, pairs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], Holder]:
+        """``{(namespace, key): holder}`` of the current memories holding these keys."""
+        if not pairs:
+            return {}
+        stmt = select(
+            Memory.namespace, Memory.key, Memory.id, Memory.content_hash,
+            Memory.superseded_by, Memory.project,
+        ).where(
+            Memory.org_id == org_id,
+            tuple_(Memory.namespace, Memory.key).in_(list(pairs)),
+            Memory.superseded_by.is_(None),
+        )
+        return {
+            (ns, k): Holder(id=i, key=k, content_hash=h, superseded_by=s, project=p)
+            for ns, k, i, h, s, p in (await self.session.execute(stmt)).all()
+        }
+
+    async def by_hashes(
+        self, org_id: uuid.UUID, pairs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], Holder]:
+        """``{(namespace, content_hash): holder}`` for the pairs already stored."""
+        if not pairs:
+            return {}
+        stmt = select(
+            Memory.namespace, Memory.content_hash, Memory.id, Memory.key,
+            Memory.superseded_by, Memory.project,
+        ).where(
+            Memory.org_id == org_id,
+            tuple_(Memory.namespace, Memory.content_hash).in_(list(pairs)),
+        )
+        return {
+            (ns, h): Holder(id=i, key=k, content_hash=h, superseded_by=s, project=p)
+            for ns, h, i, k, s, p in (await self.session.execute(stmt)).all()
+        }
+
+    async def claim_key(self, org_id: uuid.UUID, memory_id: uuid.UUID, key: str) -> None:
+        """Give ``key`` to an existing memory and make it current again."""
+        await self.session.execute(
+            update(Memory)
+            .where(Memory.org_id == org_id, Memory.id == memory_id)
+            .values(key=key, superseded_by=None, updated_at=func.now())
+        )
+
     async def ensure_projects(self, org_id: uuid.UUID, projects: set[str]) -> None:
         if not projects:
             return
@@ -294,6 +367,7 @@ class MemoryRepository:
         project: str | None,
         agent_id: str | None,
         tag: str | None,
+        key: str | None = None,
     ) -> Select[Any]:
         stmt = select(Memory).where(
             Memory.org_id == org_id, namespace_scope(prefixes), project_scope(key_projects)
@@ -310,6 +384,9 @@ class MemoryRepository:
             stmt = stmt.where(Memory.project == project)
         if agent_id is not None:
             stmt = stmt.where(Memory.agent_id == agent_id)
+        if key is not None:
+            # A key finds the memory it names now; its superseded versions are history.
+            stmt = stmt.where(Memory.key == key, Memory.superseded_by.is_(None))
         if tag is not None:
             stmt = stmt.where(Memory.tags.contains([tag]))
         return stmt
@@ -345,14 +422,28 @@ class MemoryRepository:
 
     async def erase(self, org_id: uuid.UUID, memory_id: uuid.UUID) -> bool:
         """Delete the row (content, embedding) and, by cascade, its edges; memories it had
-        superseded become current again."""
-        await self.session.execute(
-            update(Memory)
-            .where(Memory.org_id == org_id, Memory.superseded_by == memory_id)
-            .values(superseded_by=None)
-        )
+        superseded become current again, except a keyed one whose key another current memory
+        holds (of several with one key, the newest comes back). The row goes first: until then
+        it holds its key."""
         result = await self.session.execute(
             delete(Memory).where(Memory.org_id == org_id, Memory.id == memory_id)
+        )
+        await self.session.execute(
+            text(
+                """
+                UPDATE memories m SET superseded_by = NULL
+                WHERE m.org_id = :org AND m.superseded_by = :id
+                  AND (m.key IS NULL OR (
+                    NOT EXISTS (SELECT 1 FROM memories o
+                                WHERE o.org_id = m.org_id AND o.namespace = m.namespace
+                                  AND o.key = m.key AND o.superseded_by IS NULL)
+                    AND m.id = (SELECT s.id FROM memories s
+                                WHERE s.org_id = m.org_id AND s.namespace = m.namespace
+                                  AND s.key = m.key AND s.superseded_by = :id
+                                ORDER BY s.created_at DESC, s.id LIMIT 1)))
+                """
+            ),
+            {"org": org_id, "id": memory_id},
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
 
