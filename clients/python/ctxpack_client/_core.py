@@ -164,11 +164,10 @@ def shift_error(exc: errors.APIError, offset: int) -> errors.APIError:
 
 
 def merge(results: list[tuple[int, RememberBatchResponse]]) -> RememberManyResult:
-    items: list[BatchItemResult] = []
-    out = RememberManyResult(items=items)
+    out = RememberManyResult(items=[])
     for offset, response in sorted(results, key=lambda r: r[0]):
         for item in response.items:
-            items.append(item.model_copy(update={"index": item.index + offset}))
+            out.items.append(item.model_copy(update={"index": item.index + offset}))
         out.created += response.created
         out.updated += response.updated
         out.duplicates += response.duplicates

@@ -119,6 +119,10 @@ class GateRejected(APIError):
     def reason_codes(self) -> list[str]:
         return [r.get("code", "") for r in self.reasons]
 
+    def __str__(self) -> str:
+        hints = "; ".join(f"{r.get('code')}: {r.get('hint')}" for r in self.reasons)
+        return f"{super().__str__()}{' - ' + hints if hints else ''}"
+
 
 class RateLimited(APIError):
     """Too many calls; ``retry_after`` is the server's wait in seconds (Retry-After)."""
