@@ -82,3 +82,12 @@ def ctxpack_env(ctxpack_server: str, key: object, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("CTXPACK_URL", ctxpack_server)
     monkeypatch.setenv("CTXPACK_API_KEY", key.key)  # type: ignore[attr-defined]
     return ctxpack_server
+
+
+@pytest.fixture
+def cx(ctxpack_env: str) -> Iterator[object]:
+    """A ctxpack_client.Client on the live server (closed after the test)."""
+    from ctxpack_client import Client
+
+    with Client() as client:
+        yield client

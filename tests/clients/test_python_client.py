@@ -196,6 +196,7 @@ def test_url_and_key_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CTXPACK_URL", "http://example.test:9000/")
     monkeypatch.setenv("CTXPACK_API_KEY", "ctx_env")
     client = Client()
+    client.close()
     assert client.config.base_url == "http://example.test:9000"
     assert client.config.headers()["Authorization"] == "Bearer ctx_env"
     assert Client("http://other.test", "ctx_arg").config.api_key == "ctx_arg"
