@@ -102,6 +102,12 @@ class Client:
         if self._owns_http:
             self._http.close()
 
+    def __del__(self) -> None:
+        # A client dropped without close() (a script, a notebook) still returns its sockets.
+        http = getattr(self, "_http", None)
+        if getattr(self, "_owns_http", False) and http is not None and not http.is_closed:
+            http.close()
+
     # --- transport ----------------------------------------------------------------------------
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
