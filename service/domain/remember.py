@@ -323,14 +323,12 @@ async def _store_keyed(
     final = {i.index: ids.get(i.index) or plans[i.index].existing_id for i in items}
     # Supersede the key's holder before its successor takes the key: the partial unique index
     # admits one current memory per key.
-    await repo.mark_superseded(
-        caller.org_id,
-        [
-            (p.superseded_id, final[idx])  # type: ignore[misc]
-            for idx, p in plans.items()
-            if p.superseded_id is not None and p.action != "duplicate"
-        ],
-    )
+    replaced: list[tuple[uuid.UUID, uuid.UUID]] = [
+        (p.superseded_id, final[idx])  # type: ignore[misc]
+        for idx, p in plans.items()
+        if p.superseded_id is not None and p.action != "duplicate"
+    ]
+    await repo.mark_superseded(caller.org_id, replaced)
     for i in items:
         if plans[i.index].action == "claim":
             await repo.claim_key(caller.org_id, final[i.index], i.request.key or "")  # type: ignore[arg-type]
@@ -364,13 +362,7 @@ async def _store_keyed(
             for m, n, sc in near.get(i.index, [])
         ]
         outcome[i.index] = (plan.status, final[i.index], dups, plan.superseded_id)  # type: ignore[assignment]
-    await _link(
-        repo,
-        caller,
-        [i for i in fresh],
-        outcome,
-        [(p.superseded_id, final[idx]) for idx, p in plans.items() if p.superseded_id is not None and p.action != "duplicate"],
-    )
+    await _link(repo, caller, fresh, outcome, replaced)
     return outcome
 
 
@@ -401,7 +393,7 @@ async def _link(
     caller: Caller,
     created: list[_Prepared],
     outcome: dict[int, Outcome],
-    replaced: list[tuple[uuid.UUID | None, uuid.UUID | None]],
+    replaced: list[tuple[uuid.UUID, uuid.UUID]],
 ) -> None:
     """Edges of newly stored memories: their ``related`` refs, ``supersedes`` (explicit, and a
     key's predecessor, already marked), and their projects."""
@@ -412,7 +404,7 @@ async def _link(
         (i.request.supersedes, outcome[i.index][1]) for i in created if i.request.supersedes
     ]
     edges += [(new, old, "supersedes") for old, new in supersede]
-    edges += [(new, old, "supersedes") for old, new in replaced if old and new]  # type: ignore[misc]
+    edges += [(new, old, "supersedes") for old, new in replaced]
     await repo.add_relations(caller.org_id, edges)
     await repo.mark_superseded(caller.org_id, supersede)
     await repo.ensure_projects(caller.org_id, {i.request.project for i in created if i.request.project})

@@ -274,7 +274,7 @@ class MemoryRepository:
             Memory.superseded_by.is_(None),
         )
         return {
-            (ns, k): Holder(id=i, key=k, content_hash=h, superseded_by=s, project=p)
+            (ns, str(k)): Holder(id=i, key=k, content_hash=h, superseded_by=s, project=p)
             for ns, k, i, h, s, p in (await self.session.execute(stmt)).all()
         }
 

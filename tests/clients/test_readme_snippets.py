@@ -37,7 +37,7 @@ def test_readme_example_runs_verbatim(name: str, ctxpack_env: str) -> None:
     code = snippets()[name]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, f"README.md:{name}", "exec"), {"__name__": "__readme__"})  # noqa: S102
+        exec(compile(code, f"README.md:{name}", "exec"), {"__name__": "__readme__"})
     printed = out.getvalue()
     for expected in EXPECT[name]:
         assert expected in printed, f"{expected!r} not in:\n{printed}"

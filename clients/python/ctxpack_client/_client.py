@@ -146,7 +146,7 @@ class Client:
         """Store one memory (``fields``: any of RememberRequest's, e.g. ``key``, ``type``,
         ``tags``, ``metadata``). Raises GateRejected (with ``reasons``) when the gate refuses."""
         req = content if isinstance(content, RememberRequest) else RememberRequest(
-            content=content, namespace=namespace, **fields  # type: ignore[arg-type]
+            content=content, namespace=namespace, **fields
         )
         return self._call("POST", "/v1/remember", RememberResponse, json=dump(req))
 
@@ -192,7 +192,7 @@ class Client:
         """A context pack for ``goal`` in ``namespace`` (``fields``: intent, layer, project,
         limit, markdown_token_budget, ...). ``.markdown`` is ready for a prompt."""
         req = goal if isinstance(goal, ContextRequest) else ContextRequest(
-            goal=goal, namespace=namespace, **fields  # type: ignore[arg-type]
+            goal=goal, namespace=namespace, **fields
         )
         return self._call("POST", "/v1/context", ContextResponse, json=dump(req))
 
@@ -371,7 +371,7 @@ class AsyncClient:
         self, content: str | RememberRequest, namespace: str | None = None, **fields: Any
     ) -> RememberResponse:
         req = content if isinstance(content, RememberRequest) else RememberRequest(
-            content=content, namespace=namespace, **fields  # type: ignore[arg-type]
+            content=content, namespace=namespace, **fields
         )
         return await self._call("POST", "/v1/remember", RememberResponse, json=dump(req))
 
@@ -409,7 +409,7 @@ class AsyncClient:
 
     async def context(self, goal: str | ContextRequest, namespace: str | None = None, **fields: Any) -> ContextResponse:
         req = goal if isinstance(goal, ContextRequest) else ContextRequest(
-            goal=goal, namespace=namespace, **fields  # type: ignore[arg-type]
+            goal=goal, namespace=namespace, **fields
         )
         return await self._call("POST", "/v1/context", ContextResponse, json=dump(req))
 

@@ -17,7 +17,6 @@ from pydantic import BaseModel
 
 from ctxpack_client import errors
 from ctxpack_client.models import (
-    BatchItemResult,
     RememberBatchResponse,
     RememberManyResult,
     RememberRequest,
@@ -86,7 +85,7 @@ def retry_delay(config: Config, attempt: int, response: httpx.Response | None) -
                     return min(config.max_backoff, max(0.0, (when - datetime.now(UTC)).total_seconds()))
                 except (TypeError, ValueError):
                     pass
-    base = config.backoff * (2**attempt)
+    base = float(config.backoff * (2**attempt))
     return min(config.max_backoff, base * (0.5 + random.random() / 2))
 
 

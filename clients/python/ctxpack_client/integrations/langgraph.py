@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -131,6 +131,7 @@ class CtxpackStore(BaseStore):
 
     def _request(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> RememberRequest:
         text = value.get(self.text_field)
+        meta: dict[str, Any]
         if isinstance(text, str):
             rest = {k: v for k, v in value.items() if k != self.text_field}
             meta = {"key": key, "text_field": self.text_field, "value": rest}
@@ -141,7 +142,7 @@ class CtxpackStore(BaseStore):
             content=text,
             namespace=self.to_ctxpack(namespace),
             key=key,
-            type=self.memory_type,  # type: ignore[arg-type]
+            type=self.memory_type,
             metadata={META: meta},
         )
 
@@ -310,7 +311,7 @@ def _condition(ns: tuple[str, ...], kind: str, path: tuple[str, ...]) -> bool:
     return all(p == "*" or p == n for p, n in zip(path, part, strict=True))
 
 
-_OPS = {
+_OPS: dict[str, Callable[[Any, Any], bool]] = {
     "$eq": lambda a, b: a == b,
     "$ne": lambda a, b: a != b,
     "$gt": lambda a, b: a is not None and a > b,
