@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "clients" / "python"))
 
-from ctxpack_client import Client  # noqa: E402
+from ctxpack_client import Client
 
 TOPICS = ["billing", "search", "deploys", "auth", "queues", "exports", "flags", "metrics"]
 
