@@ -77,7 +77,7 @@ def main() -> None:
         took = time.perf_counter() - start
         print(
             f"remember_many: {args.items} memories in {took:.2f} s = {args.items / took:.0f}/s "
-            f"(chunk {args.chunk or who.max_batch_items}, concurrency {args.concurrency}; "
+            f"(chunk {args.chunk or 'default'}, concurrency {args.concurrency}; "
             f"created {result.created}, duplicates {result.duplicates}, rejected {result.rejected})"
         )
 

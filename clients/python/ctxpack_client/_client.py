@@ -22,6 +22,7 @@ from ctxpack_client import errors
 from ctxpack_client._core import (
     DEFAULT_BATCH,
     DEFAULT_BODY_BYTES,
+    DEFAULT_CHUNK,
     Config,
     as_request,
     chunks,
@@ -163,8 +164,8 @@ class Client:
         chunk_size: int | None = None,
         concurrency: int = 4,
     ) -> RememberManyResult:
-        """Store many memories: chunked to the server's batch limit (and body size), chunks
-        sent ``concurrency`` at a time. Returns one outcome per item, in input order
+        """Store many memories: in chunks of ``chunk_size`` (default 50; never more than the
+        server's batch limit, nor its body size), ``concurrency`` chunks at a time. Returns one outcome per item, in input order
         (``created``/``updated``/``duplicate``/``rejected`` with reasons).
 
         A chunk refused as a whole (invalid item, namespace out of reach) raises its error,
@@ -174,7 +175,7 @@ class Client:
         if not requests:
             return RememberManyResult(items=[])
         max_items, max_bytes = self._batch_limits()
-        parts = chunks(requests, min(chunk_size or max_items, max_items), max_bytes)
+        parts = chunks(requests, min(chunk_size or DEFAULT_CHUNK, max_items), max_bytes)
 
         def send(part: tuple[int, list[RememberRequest]]) -> tuple[int, RememberBatchResponse | errors.APIError]:
             offset, chunk = part
@@ -393,7 +394,7 @@ class AsyncClient:
         if not requests:
             return RememberManyResult(items=[])
         max_items, max_bytes = await self._batch_limits()
-        parts = chunks(requests, min(chunk_size or max_items, max_items), max_bytes)
+        parts = chunks(requests, min(chunk_size or DEFAULT_CHUNK, max_items), max_bytes)
         gate = asyncio.Semaphore(max(1, concurrency))
 
         async def send(part: tuple[int, list[RememberRequest]]) -> tuple[int, RememberBatchResponse | errors.APIError]:
