@@ -263,38 +263,36 @@ class MemoryRepository:
         self, org_id: uuid.UUID, pairs: Sequence[tuple[str, str]]
     ) -> dict[tuple[str, str], Holder]:
         """``{(namespace, key): holder}`` of the current memories holding these keys."""
-        if not pairs:
-            return {}
-        stmt = select(
-            Memory.namespace, Memory.key, Memory.id, Memory.content_hash,
-            Memory.superseded_by, Memory.project,
-        ).where(
-            Memory.org_id == org_id,
-            tuple_(Memory.namespace, Memory.key).in_(list(pairs)),
-            Memory.superseded_by.is_(None),
-        )
-        return {
-            (ns, str(k)): Holder(id=i, key=k, content_hash=h, superseded_by=s, project=p)
-            for ns, k, i, h, s, p in (await self.session.execute(stmt)).all()
-        }
+        found = await self._holders(org_id, Memory.key, pairs, Memory.superseded_by.is_(None))
+        return {(h_ns, str(h.key)): h for h_ns, h in found}
 
     async def by_hashes(
         self, org_id: uuid.UUID, pairs: Sequence[tuple[str, str]]
     ) -> dict[tuple[str, str], Holder]:
         """``{(namespace, content_hash): holder}`` for the pairs already stored."""
+        found = await self._holders(org_id, Memory.content_hash, pairs, true())
+        return {(h_ns, h.content_hash): h for h_ns, h in found}
+
+    async def _holders(
+        self,
+        org_id: uuid.UUID,
+        column: Any,
+        pairs: Sequence[tuple[str, str]],
+        condition: ColumnElement[bool],
+    ) -> list[tuple[str, Holder]]:
+        """The memories whose ``(namespace, column)`` is one of ``pairs``, as holders."""
         if not pairs:
-            return {}
+            return []
         stmt = select(
-            Memory.namespace, Memory.content_hash, Memory.id, Memory.key,
+            Memory.namespace, Memory.id, Memory.key, Memory.content_hash,
             Memory.superseded_by, Memory.project,
         ).where(
-            Memory.org_id == org_id,
-            tuple_(Memory.namespace, Memory.content_hash).in_(list(pairs)),
+            Memory.org_id == org_id, tuple_(Memory.namespace, column).in_(list(pairs)), condition
         )
-        return {
-            (ns, h): Holder(id=i, key=k, content_hash=h, superseded_by=s, project=p)
-            for ns, h, i, k, s, p in (await self.session.execute(stmt)).all()
-        }
+        return [
+            (ns, Holder(id=i, key=k, content_hash=h, superseded_by=s, project=p))
+            for ns, i, k, h, s, p in (await self.session.execute(stmt)).all()
+        ]
 
     async def claim_key(self, org_id: uuid.UUID, memory_id: uuid.UUID, key: str) -> None:
         """Give ``key`` to an existing memory and make it current again."""

@@ -7,16 +7,16 @@ run against the source without installing it.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
+
+from tests.mcp import conftest as mcp_fixtures
+
+# tests/mcp's ``ctxpack serve`` fixture, made visible here.
+live_server = mcp_fixtures.live_server
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT_SRC = ROOT / "clients" / "python"
@@ -24,56 +24,11 @@ if str(CLIENT_SRC) not in sys.path:
     sys.path.insert(0, str(CLIENT_SRC))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="session")
-def ctxpack_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``ctxpack serve`` in a subprocess; yields its base URL."""
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXPACK_")}
-    env.update(
-        CTXPACK_DATABASE_URL=pg_url,
-        CTXPACK_EMBEDDER="fake",
-        CTXPACK_PRINT_BOOTSTRAP_KEY="false",
-        CTXPACK_RATE_LIMIT_PER_MINUTE="0",
-        CTXPACK_AUDIT_PRUNE_INTERVAL_SECONDS="0",
-        CTXPACK_LOG_LEVEL="WARNING",
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-    )
-    log_path = tmp_path_factory.mktemp("client-live") / "serve.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "service", "serve", "--no-migrate", "--port", str(port)],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"ctxpack serve exited: {log_path.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"ctxpack serve did not start: {log_path.read_text()[-2000:]}")
-            time.sleep(0.2)
-        yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+def ctxpack_server(request: pytest.FixtureRequest) -> str:
+    """``ctxpack serve`` in a subprocess (tests/mcp's ``live_server``); its base URL."""
+    url: str = request.getfixturevalue("live_server")
+    return url
 
 
 @pytest.fixture
