@@ -24,14 +24,16 @@ from ctxpack_client._core import (
     DEFAULT_BODY_BYTES,
     DEFAULT_CHUNK,
     Config,
+    answer_wait,
     as_request,
     chunks,
+    context_request,
     dump,
+    failure_wait,
     merge,
     params,
     parse,
-    retry_delay,
-    should_retry,
+    remember_request,
 )
 from ctxpack_client.models import (
     ArtifactCreate,
@@ -118,18 +120,14 @@ class Client:
         while True:
             try:
                 response = self._http.request(method, url, headers=headers, **kwargs)
-            except httpx.ConnectError as exc:
-                if attempt >= self.config.max_retries:
-                    raise errors.TransportError(f"cannot reach {self.config.base_url}: {exc}") from exc
-                time.sleep(retry_delay(self.config, attempt, None))
-            except httpx.TimeoutException as exc:
-                raise errors.TransportError(f"no answer from {self.config.base_url} in time: {exc}") from exc
             except httpx.HTTPError as exc:
-                raise errors.TransportError(str(exc)) from exc
+                wait = failure_wait(self.config, attempt, exc)
             else:
-                if not should_retry(response) or attempt >= self.config.max_retries:
+                answered = answer_wait(self.config, attempt, response)
+                if answered is None:
                     return response
-                time.sleep(retry_delay(self.config, attempt, response))
+                wait = answered
+            time.sleep(wait)
             attempt += 1
 
     def _call(self, method: str, path: str, model: type[T], **kwargs: Any) -> T:
@@ -146,9 +144,7 @@ class Client:
     ) -> RememberResponse:
         """Store one memory (``fields``: any of RememberRequest's, e.g. ``key``, ``type``,
         ``tags``, ``metadata``). Raises GateRejected (with ``reasons``) when the gate refuses."""
-        req = content if isinstance(content, RememberRequest) else RememberRequest(
-            content=content, namespace=namespace, **fields
-        )
+        req = remember_request(content, namespace, fields)
         return self._call("POST", "/v1/remember", RememberResponse, json=dump(req))
 
     def _batch_limits(self) -> tuple[int, int]:
@@ -192,9 +188,7 @@ class Client:
     def context(self, goal: str | ContextRequest, namespace: str | None = None, **fields: Any) -> ContextResponse:
         """A context pack for ``goal`` in ``namespace`` (``fields``: intent, layer, project,
         limit, markdown_token_budget, ...). ``.markdown`` is ready for a prompt."""
-        req = goal if isinstance(goal, ContextRequest) else ContextRequest(
-            goal=goal, namespace=namespace, **fields
-        )
+        req = context_request(goal, namespace, fields)
         return self._call("POST", "/v1/context", ContextResponse, json=dump(req))
 
     def wake(self, namespace: str, goal: str = WAKE_GOAL, **fields: Any) -> ContextResponse:
@@ -348,18 +342,14 @@ class AsyncClient:
         while True:
             try:
                 response = await self._http.request(method, url, headers=headers, **kwargs)
-            except httpx.ConnectError as exc:
-                if attempt >= self.config.max_retries:
-                    raise errors.TransportError(f"cannot reach {self.config.base_url}: {exc}") from exc
-                await asyncio.sleep(retry_delay(self.config, attempt, None))
-            except httpx.TimeoutException as exc:
-                raise errors.TransportError(f"no answer from {self.config.base_url} in time: {exc}") from exc
             except httpx.HTTPError as exc:
-                raise errors.TransportError(str(exc)) from exc
+                wait = failure_wait(self.config, attempt, exc)
             else:
-                if not should_retry(response) or attempt >= self.config.max_retries:
+                answered = answer_wait(self.config, attempt, response)
+                if answered is None:
                     return response
-                await asyncio.sleep(retry_delay(self.config, attempt, response))
+                wait = answered
+            await asyncio.sleep(wait)
             attempt += 1
 
     async def _call(self, method: str, path: str, model: type[T], **kwargs: Any) -> T:
@@ -371,9 +361,7 @@ class AsyncClient:
     async def remember(
         self, content: str | RememberRequest, namespace: str | None = None, **fields: Any
     ) -> RememberResponse:
-        req = content if isinstance(content, RememberRequest) else RememberRequest(
-            content=content, namespace=namespace, **fields
-        )
+        req = remember_request(content, namespace, fields)
         return await self._call("POST", "/v1/remember", RememberResponse, json=dump(req))
 
     async def _batch_limits(self) -> tuple[int, int]:
@@ -409,9 +397,7 @@ class AsyncClient:
         return _finish(list(await asyncio.gather(*(send(p) for p in parts))))
 
     async def context(self, goal: str | ContextRequest, namespace: str | None = None, **fields: Any) -> ContextResponse:
-        req = goal if isinstance(goal, ContextRequest) else ContextRequest(
-            goal=goal, namespace=namespace, **fields
-        )
+        req = context_request(goal, namespace, fields)
         return await self._call("POST", "/v1/context", ContextResponse, json=dump(req))
 
     async def wake(self, namespace: str, goal: str = WAKE_GOAL, **fields: Any) -> ContextResponse:

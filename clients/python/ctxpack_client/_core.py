@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from ctxpack_client import errors
 from ctxpack_client.models import (
+    ContextRequest,
     RememberBatchResponse,
     RememberManyResult,
     RememberRequest,
@@ -93,8 +94,39 @@ def retry_delay(config: Config, attempt: int, response: httpx.Response | None) -
     return min(config.max_backoff, base * (0.5 + random.random() / 2))
 
 
-def should_retry(response: httpx.Response) -> bool:
-    return response.status_code in RETRY_STATUSES
+def answer_wait(config: Config, attempt: int, response: httpx.Response) -> float | None:
+    """Seconds to wait before trying again after ``response``; None: hand it back as is."""
+    if response.status_code not in RETRY_STATUSES or attempt >= config.max_retries:
+        return None
+    return retry_delay(config, attempt, response)
+
+
+def failure_wait(config: Config, attempt: int, exc: httpx.HTTPError) -> float:
+    """Seconds to wait before trying again after no answer. Only a refused connection is
+    retried (the request never left); a timeout may have been a write that happened."""
+    if isinstance(exc, httpx.ConnectError) and attempt < config.max_retries:
+        return retry_delay(config, attempt, None)
+    if isinstance(exc, httpx.ConnectError):
+        raise errors.TransportError(f"cannot reach {config.base_url}: {exc}") from exc
+    if isinstance(exc, httpx.TimeoutException):
+        raise errors.TransportError(f"no answer from {config.base_url} in time: {exc}") from exc
+    raise errors.TransportError(str(exc)) from exc
+
+
+def remember_request(
+    content: str | RememberRequest, namespace: str | None, fields: dict[str, Any]
+) -> RememberRequest:
+    if isinstance(content, RememberRequest):
+        return content
+    return RememberRequest(content=content, namespace=namespace, **fields)
+
+
+def context_request(
+    goal: str | ContextRequest, namespace: str | None, fields: dict[str, Any]
+) -> ContextRequest:
+    if isinstance(goal, ContextRequest):
+        return goal
+    return ContextRequest(goal=goal, namespace=namespace, **fields)
 
 
 def parse(response: httpx.Response, model: type[T]) -> T:
