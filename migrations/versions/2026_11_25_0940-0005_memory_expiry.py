@@ -1,7 +1,7 @@
 """memory expiry: memories.expires_at and the expiry job's partial index
 
 Revision ID: 0005
-Revises: 0006
+Revises: 0004
 Create Date: 2026-11-25 09:40:00
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0005"
-down_revision: str | None = "0006"
+down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

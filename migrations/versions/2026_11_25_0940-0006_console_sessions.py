@@ -1,7 +1,7 @@
 """console sessions: one row per signed-in console browser; memory indexes for its pages
 
 Revision ID: 0006
-Revises: 0003
+Revises: 0005
 Create Date: 2026-11-25 09:40:00
 """
 
@@ -12,7 +12,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0006"
-down_revision: str | None = "0003"
+down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

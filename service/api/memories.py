@@ -83,13 +83,22 @@ async def list_memories(
     project: Annotated[str | None, Query(max_length=128)] = None,
     agent_id: Annotated[str | None, Query(max_length=128)] = None,
     tag: Annotated[str | None, Query(max_length=64)] = None,
+    key: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=256,
+            description="The current memory written under this key (with an exact `namespace`)",
+        ),
+    ] = None,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> MemoryPage:
-    """List memories within the key's reach, newest first, with `{offset, limit, total, has_more}`."""
+    """List memories within the key's reach, newest first, with `{offset, limit, total, has_more}`.
+    With `key` (and an exact `namespace`), the current memory written under that key, if any."""
     return await memory_service.list_memories(
         session, caller, ctx, namespace=namespace, type_=type, project=project,
-        agent_id=agent_id, tag=tag, offset=offset, limit=limit,
+        agent_id=agent_id, tag=tag, offset=offset, limit=limit, key=key,
     )
 
 

@@ -76,6 +76,7 @@ def to_out(row: Memory, related: list[RelatedOut] | None = None) -> MemoryOut:
         metadata=dict(row.meta or {}),
         related=related or [],
         expires_at=row.expires_at,
+        key=row.key,
     )
 
 
@@ -120,17 +121,21 @@ async def list_memories(
     offset: int,
     limit: int,
     text_query: str | None = None,
+    key: str | None = None,
 ) -> MemoryPage:
     """Memories within the key's reach, newest first, filtered and paged.
 
     ``namespace``: ``u:s`` for exactly that namespace, ``u:s:*`` for the subtree, ``*`` or
     None for everything the key may see. ``text_query``: full-text search over name and
-    content (web-search syntax: words, "phrases", -exclusions)."""
+    content (web-search syntax: words, "phrases", -exclusions). ``key``: the current memory
+    written under that key (keys are unique per namespace, so it needs an exact namespace)."""
     caller.require("read")
     ns, subtree = (None, True) if namespace is None else parse_namespace_filter(namespace)
     if ns is not None and not subtree:
         caller.check_namespace(ns)
     caller.check_project(project)
+    if key is not None and (ns is None or subtree):
+        raise InvalidInput("namespace", "a key is unique within one namespace: give it exactly")
     if not 0 <= offset <= 1_000_000:
         raise InvalidInput("offset", "offset must be between 0 and 1000000")
     if not 1 <= limit <= MAX_PAGE:
@@ -138,7 +143,7 @@ async def list_memories(
     ctx.namespace = ns
     ctx.request = {
         "namespace": namespace, "type": type_, "project": project, "agent_id": agent_id,
-        "tag": tag, "offset": offset, "limit": limit,
+        "tag": tag, "offset": offset, "limit": limit, "key": key,
     }
     if text_query is not None:
         if "\x00" in text_query or len(text_query) > 500:
@@ -155,6 +160,7 @@ async def list_memories(
         agent_id=agent_id,
         tag=tag,
         text_query=text_query,
+        key=key,
         offset=offset,
         limit=limit,
     )

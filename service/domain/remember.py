@@ -12,6 +12,9 @@ For every item, in this order and in the caller's single transaction:
    reader of the new memory could read: its namespace, its project or none, its agent diary
    or none (``store.memories``, "duplicate reach"). A write never learns the id or name of
    a memory outside that reach, and the same text in two projects is stored twice;
+   an item with a ``key`` follows the keyed-write rules instead (domain/keyed_writes.py:
+   created, updated with the superseded id, or duplicate; its copies looked for within the
+   same duplicate reach);
 5. embed name + content (one model call for the whole batch), store, link, audit.
 
 Project rights: a key limited to projects writes only into them (``Caller.may_write_project``):
@@ -22,6 +25,9 @@ Re-assertion: remembering the text of a superseded memory is not a duplicate of 
 history. A new memory is stored and, when the request names no ``supersedes``, it supersedes
 the current end of the old memory's chain (if the key may write it), so the re-asserted fact
 is current again and the one that had replaced it is not shown beside it.
+
+A key is a name, not content: it is never redacted, so a key the redactor would change (it
+looks like a secret or personal data) is refused (422, field ``key``).
 
 Nothing unredacted reaches the embedder, the database, the logs or the audit row. Steps 1-3
 are CPU work on text: they run in a worker thread, never on the event loop.
@@ -45,6 +51,7 @@ from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.expiry import expiry_of, purge_colliding
 from service.domain.facets import facet_of
+from service.domain.keyed_writes import plan_keyed_write
 from service.domain.redaction import merge_counts
 from service.domain.redaction_fields import check_identifiers
 from service.domain.write_gate import GateVerdict
@@ -54,7 +61,7 @@ from service.domain.write_pipeline import content_hash as content_hash
 from service.domain.write_pipeline import gate_config as gate_config
 from service.domain.write_pipeline import normalize as normalize
 from service.embedding import AsyncEmbedder
-from service.errors import GateRejected, InvalidInput
+from service.errors import Conflict, GateRejected, InvalidInput
 from service.schemas.memories import (
     BatchItemResult,
     GateReasonOut,
@@ -115,10 +122,11 @@ class _Prepared:
     supersedes: uuid.UUID | None = None
 
     @property
-    def key(self) -> tuple[str, str | None, str | None, str]:
+    def content_key(self) -> tuple[str, str | None, str | None, str]:
         """The exact-duplicate key: namespace, project, agent diary, content hash."""
         req = self.request
         return (req.namespace, req.project, req.agent_id, self.hash)
+    prefix: str = ""  # how a field of this item is named in an error: "" or "items.3."
 
     @property
     def redaction_list(self) -> list[Redaction]:
@@ -146,6 +154,10 @@ def _prepare(
         }
     )
     caller.check_write_project(req.project, f"{prefix}project")
+    if req.key is not None and pipeline.redactor.redact(req.key).counts:
+        raise InvalidInput(
+            f"{prefix}key", "the key looks like a secret or personal data; keys are stored as sent"
+        )
     clean = pipeline.run(
         type=req.type,
         content=req.content,
@@ -229,6 +241,7 @@ def _request_summary(items: list[_Prepared]) -> dict[str, Any]:
             "tags": len(req.tags),
             "related": [str(r.id) for r in req.related],
             "supersedes": str(req.supersedes) if req.supersedes else None,
+            "key": req.key,
         }
 
     total = merge_counts(*(i.redactions for i in items))
@@ -275,19 +288,173 @@ async def _reassert(
         )
 
 
+Outcome = tuple[str, uuid.UUID, list[NearDuplicate], uuid.UUID | None]
+
+
 async def _store(
     session: AsyncSession,
     embedder: AsyncEmbedder,
     settings: Settings,
     caller: Caller,
     items: list[_Prepared],
-) -> dict[int, tuple[str, uuid.UUID, list[NearDuplicate]]]:
-    """Steps 4-5 for accepted items. Returns ``{index: (status, id, near_duplicates)}``.
+) -> dict[int, Outcome]:
+    """Steps 4-5 for accepted items. Returns ``{index: (status, id, near_duplicates,
+    superseded_id)}``. Items without a key first, so a keyed item can take the key onto an
+    identical memory stored by the same batch.
 
     Every duplicate check runs within the duplicate reach (see the module docstring)."""
-    repo = MemoryRepository(session)
     accepted = [i for i in items if i.rejection is None]
-    outcome: dict[int, tuple[str, uuid.UUID, list[NearDuplicate]]] = {}
+    outcome = await _store_plain(
+        session, embedder, settings, caller, [i for i in accepted if i.request.key is None]
+    )
+    outcome.update(
+        await _store_keyed(
+            session, embedder, settings, caller, [i for i in accepted if i.request.key is not None]
+        )
+    )
+    return outcome
+
+
+async def _store_keyed(
+    session: AsyncSession,
+    embedder: AsyncEmbedder,
+    settings: Settings,
+    caller: Caller,
+    items: list[_Prepared],
+) -> dict[int, Outcome]:
+    """Steps 4-5 for items with a key, by the rules of domain/keyed_writes.py."""
+    outcome: dict[int, Outcome] = {}
+    if not items:
+        return outcome
+    repo = MemoryRepository(session)
+    keys = [(i.request.namespace, i.request.key or "") for i in items]
+    await repo.lock_keys(caller.org_id, keys)
+    current = await repo.current_by_keys(caller.org_id, keys)
+    # Copies of the content only within each write's duplicate reach (never out of reach).
+    same = await repo.keyed_copies(
+        caller.org_id,
+        [(i.index, *i.content_key, i.request.key or "") for i in items],
+        caller.projects,
+    )
+    for i in items:
+        i.supersedes = i.request.supersedes
+    plans = {
+        i.index: plan_keyed_write(
+            i.request.key or "",
+            i.hash,
+            current.get((i.request.namespace, i.request.key or "")),
+            same.get(i.index),
+            caller.projects,
+            i.prefix,
+        )
+        for i in items
+    }
+    fresh = [i for i in items if plans[i.index].action == "insert"]
+    ids = {i.index: uuid.uuid4() for i in fresh}
+    final = {i.index: ids.get(i.index) or plans[i.index].existing_id for i in items}
+    # Supersede the key's holder before its successor takes the key: the partial unique index
+    # admits one current memory per key.
+    replaced: list[tuple[uuid.UUID, uuid.UUID]] = [
+        (p.superseded_id, final[idx])  # type: ignore[misc]
+        for idx, p in plans.items()
+        if p.superseded_id is not None and p.action != "duplicate"
+    ]
+    await repo.mark_superseded(caller.org_id, replaced)
+    for i in items:
+        if plans[i.index].action == "claim":
+            await repo.claim_key(caller.org_id, final[i.index], i.request.key or "")  # type: ignore[arg-type]
+    near: dict[int, list[tuple[uuid.UUID, str, float]]] = {}
+    if fresh:
+        vectors = await embedder.embed_documents([document_text(i.name, i.content) for i in fresh])
+        near = await repo.near_duplicates(
+            caller.org_id,
+            [
+                (i.index, i.request.namespace, i.request.type, i.request.project, i.request.agent_id, v)
+                for i, v in zip(fresh, vectors, strict=True)
+            ],
+            settings.near_duplicate_threshold,
+            settings.near_duplicate_limit,
+            caller.projects,
+        )
+        inserted = await repo.insert_many(
+            [
+                {**_row(caller, i, ids[i.index], vec), "key": i.request.key}
+                for i, vec in zip(fresh, vectors, strict=True)
+            ]
+        )
+        for i in fresh:
+            if i.content_key not in inserted:
+                # A concurrent write without a key stored this content first; the caller's
+                # transaction is rolled back and a retry takes the key onto that memory.
+                raise Conflict(
+                    "a concurrent write stored this content first; retry",
+                    field=f"{i.prefix}content",
+                )
+    for i in items:
+        plan = plans[i.index]
+        dups = [
+            NearDuplicate(id=m, name=n, score=round(sc, 4))
+            for m, n, sc in near.get(i.index, [])
+        ]
+        outcome[i.index] = (plan.status, final[i.index], dups, plan.superseded_id)  # type: ignore[assignment]
+    await _link(repo, caller, fresh, outcome, replaced)
+    return outcome
+
+
+def _row(caller: Caller, i: _Prepared, memory_id: uuid.UUID, vec: list[float]) -> dict[str, Any]:
+    """The memories row of a prepared item: only redacted text, never the request's own."""
+    return {
+        "org_id": caller.org_id,
+        "id": memory_id,
+        "namespace": i.request.namespace,
+        "type": i.request.type,
+        "name": i.name,
+        "content": i.content,
+        "content_hash": i.hash,
+        "embedding": vec,
+        "project": i.request.project,
+        "domain": i.domain,
+        "agent_id": i.request.agent_id,
+        "tags": i.tags,
+        "source": i.source,
+        "origin": i.origin,
+        "url": i.url,
+        "valid_at": i.request.valid_at,
+        "expires_at": i.expires_at,
+        "meta": i.metadata,
+    }
+
+
+async def _link(
+    repo: MemoryRepository,
+    caller: Caller,
+    created: list[_Prepared],
+    outcome: dict[int, Outcome],
+    replaced: list[tuple[uuid.UUID, uuid.UUID]],
+) -> None:
+    """Edges of newly stored memories: their ``related`` refs, ``supersedes`` (explicit or a
+    re-assertion's chain head, and a key's predecessor, already marked), and their projects."""
+    edges = [
+        (outcome[i.index][1], ref.id, ref.relationship) for i in created for ref in i.request.related
+    ]
+    supersede = [(i.supersedes, outcome[i.index][1]) for i in created if i.supersedes]
+    edges += [(new, old, "supersedes") for old, new in supersede]
+    edges += [(new, old, "supersedes") for old, new in replaced]
+    await repo.add_relations(caller.org_id, edges)
+    await repo.mark_superseded(caller.org_id, supersede)
+    await repo.ensure_projects(caller.org_id, {i.request.project for i in created if i.request.project})
+
+
+async def _store_plain(
+    session: AsyncSession,
+    embedder: AsyncEmbedder,
+    settings: Settings,
+    caller: Caller,
+    accepted: list[_Prepared],
+) -> dict[int, Outcome]:
+    """Steps 4-5 for accepted items without a key."""
+    repo = MemoryRepository(session)
+    outcome: dict[int, Outcome] = {}
     if not accepted:
         return outcome
     for item in accepted:
@@ -320,7 +487,7 @@ async def _store(
             caller.projects,
         )
         if exact is not None and exact[1]:
-            outcome[item.index] = ("duplicate", exact[0], [])
+            outcome[item.index] = ("duplicate", exact[0], [], None)
             return outcome
         if exact is not None:
             await _reassert(repo, caller, item, exact[0])
@@ -330,20 +497,20 @@ async def _store(
         # re-sent batch costs no model time.
         existing = await repo.existing_by_hash(
             caller.org_id,
-            [(i.index, *i.key) for i in accepted],
+            [(i.index, *i.content_key) for i in accepted],
             caller.projects,
         )
         first_in_batch: dict[tuple[str, str | None, str | None, str], _Prepared] = {}
         for item in accepted:
             match = existing.get(item.index)
             if match is not None and match[1]:
-                outcome[item.index] = ("duplicate", match[0], [])
-            elif item.key in first_in_batch:
-                repeats[item.index] = first_in_batch[item.key].index
+                outcome[item.index] = ("duplicate", match[0], [], None)
+            elif item.content_key in first_in_batch:
+                repeats[item.index] = first_in_batch[item.content_key].index
             else:
                 if match is not None:
                     await _reassert(repo, caller, item, match[0])
-                first_in_batch[item.key] = item
+                first_in_batch[item.content_key] = item
                 fresh.append(item)
         if not fresh:
             return outcome
@@ -361,55 +528,49 @@ async def _store(
             caller.projects,
         )
     ids = {i.index: uuid.uuid4() for i in fresh}
-    rows = [
-        {
-            "org_id": caller.org_id,
-            "id": ids[i.index],
-            "namespace": i.request.namespace,
-            "type": i.request.type,
-            "name": i.name,
-            "content": i.content,
-            "content_hash": i.hash,
-            "embedding": vec,
-            "project": i.request.project,
-            "domain": i.domain,
-            "agent_id": i.request.agent_id,
-            "tags": i.tags,
-            "source": i.source,
-            "origin": i.origin,
-            "url": i.url,
-            "valid_at": i.request.valid_at,
-            "expires_at": i.expires_at,
-            "meta": i.metadata,
-        }
-        for i, vec in zip(fresh, vectors, strict=True)
-    ]
+    rows = [_row(caller, i, ids[i.index], vec) for i, vec in zip(fresh, vectors, strict=True)]
     inserted = await repo.insert_many(rows)
     # Anything not inserted lost a race with a concurrent identical write: a duplicate of
     # the winner, which holds the same content key (so lies within the write's reach).
-    raced = [i.key for i in fresh if i.key not in inserted]
+    raced = [i.content_key for i in fresh if i.content_key not in inserted]
     if raced:
         inserted_or_existing = {**inserted, **await repo.current_by_key(caller.org_id, raced)}
     else:
         inserted_or_existing = inserted
     for item in fresh:
-        new_id = inserted_or_existing[item.key]
-        status = "created" if item.key in inserted else "duplicate"
+        new_id = inserted_or_existing[item.content_key]
+        status = "created" if item.content_key in inserted else "duplicate"
         dups = [NearDuplicate(id=m, name=n, score=round(s, 4)) for m, n, s in near.get(item.index, [])]
-        outcome[item.index] = (status, new_id, dups)
+        outcome[item.index] = (status, new_id, dups, None)
     for index, first in repeats.items():
-        outcome[index] = ("duplicate", outcome[first][1], [])
+        outcome[index] = ("duplicate", outcome[first][1], [], None)
 
-    created = [i for i in fresh if outcome[i.index][0] == "created"]
-    edges = [
-        (outcome[i.index][1], ref.id, ref.relationship) for i in created for ref in i.request.related
-    ]
-    supersede = [(i.supersedes, outcome[i.index][1]) for i in created if i.supersedes]
-    edges += [(new, old, "supersedes") for old, new in supersede]
-    await repo.add_relations(caller.org_id, edges)
-    await repo.mark_superseded(caller.org_id, supersede)
-    await repo.ensure_projects(caller.org_id, {i.request.project for i in created if i.request.project})
+    await _link(repo, caller, [i for i in fresh if outcome[i.index][0] == "created"], outcome, [])
     return outcome
+
+
+def _check_batch_keys(items: list[_Prepared]) -> None:
+    """422 when a batch names one key twice in a namespace, or stores one content under two
+    keys: which should win is the caller's to say."""
+    seen: dict[tuple[str, str], int] = {}
+    content: dict[tuple[str, str], int] = {}
+    for item in items:
+        if item.request.key is None:
+            continue
+        where = (item.request.namespace, item.request.key)
+        if where in seen:
+            raise InvalidInput(
+                f"items.{item.index}.key", f"key repeated in this batch (items.{seen[where]}.key)"
+            )
+        seen[where] = item.index
+        if item.rejection is None:
+            same = (item.request.namespace, item.hash)
+            if same in content:
+                raise InvalidInput(
+                    f"items.{item.index}.content",
+                    f"same content as items.{content[same]} under another key",
+                )
+            content[same] = item.index
 
 
 async def remember(
@@ -437,7 +598,7 @@ async def remember(
         _count([item], {"rejected": 1})
         raise GateRejected([r.model_dump() for r in item.rejection])
     await _validate_links(MemoryRepository(session), caller, [item], None)
-    status, memory_id, dups = (await _store(session, embedder, settings, caller, [item]))[0]
+    status, memory_id, dups, superseded = (await _store(session, embedder, settings, caller, [item]))[0]
     if dups:
         item.warnings.append(f"{len(dups)} near duplicate(s) in this namespace; consider supersedes")
     audit_id = await audit_service.record(
@@ -450,6 +611,7 @@ async def remember(
             "status": status,
             "gate": [r.code for r in item.verdict.reasons] if item.verdict else [],
             "near_duplicates": [{"id": str(d.id), "score": d.score} for d in dups],
+            "superseded_id": str(superseded) if superseded else None,
         },
         redaction_count=sum(item.redactions.values()),
     )
@@ -466,6 +628,8 @@ async def remember(
         warnings=item.warnings,
         audit_id=audit_id,
         expires_at=item.expires_at if status == "created" else None,
+        key=req.key,
+        superseded_id=superseded,
     )
 
 
@@ -488,6 +652,7 @@ async def remember_batch(
     items = await asyncio.to_thread(
         lambda: [_prepare(i, r, caller, settings, pipeline, f"items.{i}.") for i, r in enumerate(req.items)]
     )
+    _check_batch_keys(items)
     namespaces = {i.request.namespace for i in items}
     ctx.namespace = next(iter(namespaces)) if len(namespaces) == 1 else None
     ctx.request = _request_summary(items)
@@ -503,18 +668,22 @@ async def remember_batch(
                 )
             )
             continue
-        status, memory_id, dups = stored[item.index]
+        status, memory_id, dups, superseded = stored[item.index]
         results.append(
             BatchItemResult(
                 index=item.index,
                 status=status,
                 id=memory_id,
+                superseded_id=superseded,
                 redactions=item.redaction_list,
                 near_duplicates=dups,
                 expires_at=item.expires_at if status == "created" else None,
             )
         )
-    counts = {s: sum(1 for r in results if r.status == s) for s in ("created", "duplicate", "rejected")}
+    counts = {
+        s: sum(1 for r in results if r.status == s)
+        for s in ("created", "updated", "duplicate", "rejected")
+    }
     reasons: dict[str, int] = {}
     for r in results:
         for reason in r.reasons or []:
@@ -526,7 +695,8 @@ async def remember_batch(
         status_code=200,
         memory_ids=list(dict.fromkeys(r.id for r in results if r.id is not None)),
         details={
-            "counts": counts,
+            # "updated" only when keyed items replaced something: the shape stays as it was.
+            "counts": {k: v for k, v in counts.items() if k != "updated" or v},
             "rejections_by_reason": reasons,
             "items": [
                 {"index": r.index, "status": r.status, "id": str(r.id) if r.id else None,
@@ -541,6 +711,7 @@ async def remember_batch(
     return RememberBatchResponse(
         items=results,
         created=counts["created"],
+        updated=counts["updated"],
         duplicates=counts["duplicate"],
         rejected=counts["rejected"],
         audit_id=audit_id,

@@ -156,6 +156,7 @@ class LocalBackend:
                 project=query.project,
                 agent_id=query.agent_id,
                 tag=query.tag,
+                key=query.key,
                 offset=query.offset,
                 limit=query.limit,
             )

@@ -74,6 +74,12 @@ class ListMemoriesInput(BaseModel):
     project: str | None = Field(None, max_length=128, description="Only this project.")
     agent_id: str | None = Field(None, max_length=128, description="Only this agent's diary.")
     tag: str | None = Field(None, max_length=64, description="Only memories with this tag.")
+    key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="The current memory written under this key (give `namespace` exactly).",
+    )
     offset: int = Field(
         0, ge=0, le=1_000_000, description="Skip this many memories (newest first)."
     )

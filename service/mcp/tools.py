@@ -87,8 +87,12 @@ Call it when you reach a conclusion worth keeping, typically after analysing wha
 write gate rejects them (error `gate_rejected` with reason codes and hints). Secrets and \
 personal data are redacted before anything is stored.
 
-Returns `{id, status: "created"|"duplicate", name, facet, near_duplicates, redactions, \
-warnings}`. An exact duplicate returns the existing id. When `near_duplicates` lists a similar \
+Give a `key` (your name for the memory, unique in the namespace) to write it idempotently: \
+writing the key again replaces its memory (status `updated`, `superseded_id` the old one, kept \
+as history); the same content again is `duplicate`.
+
+Returns `{id, status: "created"|"updated"|"duplicate", name, facet, near_duplicates, \
+redactions, warnings}`. An exact duplicate returns the existing id. When `near_duplicates` lists a similar \
 memory, consider storing again with `supersedes` set to its id. If your key is limited to \
 projects, set `project`: shared (project-less) memories are read-only to such a key. A successful call marks the \
 last `context` result as consumed (`_meta.context.consumed`), so your client may collapse it.

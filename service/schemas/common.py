@@ -31,3 +31,7 @@ class WhoAmI(BaseModel):
     scopes: list[str]
     projects: list[str]
     namespace_prefixes: list[str]
+    max_batch_items: int | None = Field(
+        None, description="Most items one POST /v1/remember/batch accepts (clients chunk by it)"
+    )
+    max_body_bytes: int | None = Field(None, description="Largest request body accepted, in bytes")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime
 from typing import Any, Literal
@@ -33,6 +34,19 @@ NAMESPACE_HELP = (
     "Where the memory lives: `user[:session[:task]]`, each segment 1-64 characters of "
     "[A-Za-z0-9_.-]. A task sees its own memories, its session's and its user's."
 )
+
+
+KEY_MAX = 256
+_KEY_BAD = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+
+
+def check_key(value: str) -> str:
+    """A memory key: 1-256 characters, no control characters, no surrounding whitespace."""
+    if value != value.strip() or not value:
+        raise ValueError("key must not be empty or start or end with whitespace")
+    if _KEY_BAD.search(value):
+        raise ValueError("key must not contain control characters or lone surrogates")
+    return value
 
 
 def _check_namespace(value: str) -> str:
@@ -99,11 +113,24 @@ class RememberRequest(BaseModel):
         description="Expire this many seconds from now (instead of expires_at). Unset: the "
         "type's default TTL, if the server sets one, else never.",
     )
+    key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=KEY_MAX,
+        description="Your name for this memory, unique in the namespace: writing a key again "
+        "replaces its memory (status `updated`, the old one kept as history, out of packs); "
+        "the same content again is `duplicate`. Find it with GET /v1/memories?namespace=&key=.",
+    )
 
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
         return _check_namespace(value)
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: str | None) -> str | None:
+        return None if value is None else check_key(value)
 
     @field_validator("tags")
     @classmethod
@@ -129,7 +156,7 @@ class GateReasonOut(BaseModel):
 
 class RememberResponse(BaseModel):
     id: uuid.UUID
-    status: Literal["created", "duplicate"]
+    status: Literal["created", "updated", "duplicate"]
     namespace: str
     type: str
     facet: str
@@ -139,6 +166,10 @@ class RememberResponse(BaseModel):
     warnings: list[str]
     audit_id: uuid.UUID | None = None
     expires_at: datetime | None = Field(None, description="When it expires; null: never")
+    key: str | None = Field(None, description="The memory's key, when written with one")
+    superseded_id: uuid.UUID | None = Field(
+        None, description="With status `updated`: the memory the key named before this write"
+    )
 
 
 class RememberBatchRequest(BaseModel):
@@ -149,8 +180,9 @@ class RememberBatchRequest(BaseModel):
 
 class BatchItemResult(BaseModel):
     index: int
-    status: Literal["created", "duplicate", "rejected"]
+    status: Literal["created", "updated", "duplicate", "rejected"]
     id: uuid.UUID | None = None
+    superseded_id: uuid.UUID | None = None
     reasons: list[GateReasonOut] | None = None
     redactions: list[Redaction] = Field(default_factory=list)
     near_duplicates: list[NearDuplicate] = Field(default_factory=list)
@@ -163,6 +195,7 @@ class RememberBatchResponse(BaseModel):
     duplicates: int
     rejected: int
     audit_id: uuid.UUID | None = None
+    updated: int = Field(0, description="Keyed items that replaced the memory under their key")
 
 
 class RelatedOut(BaseModel):
@@ -194,6 +227,7 @@ class MemoryOut(BaseModel):
     metadata: dict[str, Any]
     related: list[RelatedOut] = Field(default_factory=list)
     expires_at: datetime | None = Field(None, description="When it expires; null: never")
+    key: str | None = None
 
 
 class MemoryPage(BaseModel):

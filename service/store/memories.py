@@ -7,13 +7,16 @@ namespace, the write's project or none, the write's agent diary or none, and, fo
 limited to projects, only those projects or none. A write never learns the id or name of a
 memory outside that reach. The unique key is ``(org, namespace, project, agent_id,
 content_hash)`` over current memories (NULLs not distinct), so the same text is stored once
-per project and diary, and a superseded text can be stored again.
+per project and diary, and a superseded text can be stored again. Keyed writes
+(domain/keyed_writes.py) look for copies of their content within the same reach
+(``keyed_copies``); a key itself is unique per (org, namespace) among current memories.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +30,7 @@ from sqlalchemy import (
     select,
     text,
     true,
+    tuple_,
     update,
 )
 from sqlalchemy.dialects.postgresql import insert
@@ -34,6 +38,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store.models import Artifact, Memory, Project, Relation
 from service.store.vectors import vector_literal
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A stored memory as the keyed-write rules see it (domain/keyed_writes.py)."""
+
+    id: uuid.UUID
+    key: str | None
+    content_hash: str
+    superseded_by: uuid.UUID | None
+    project: str | None
 
 
 def namespace_scope(prefixes: Sequence[str]) -> ColumnElement[bool]:
@@ -403,6 +418,108 @@ class MemoryRepository:
                 .values(superseded_by=new, updated_at=func.now())
             )
 
+    # --- keyed writes (domain/keyed_writes.py) --------------------------------------------
+
+    async def lock_keys(self, org_id: uuid.UUID, pairs: Sequence[tuple[str, str]]) -> None:
+        """Serialize keyed writes: a transaction-scoped advisory lock per (namespace, key),
+        taken in a fixed order so two batches never deadlock."""
+        if not pairs:
+            return
+        names = sorted({f"{org_id}\x1f{ns}\x1f{key}" for ns, key in pairs})
+        await self.session.execute(
+            text(
+                "SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) "
+                "FROM (SELECT k FROM unnest(CAST(:names AS text[])) AS u(k) ORDER BY k OFFSET 0) s"
+            ),
+            {"names": names},
+        )
+
+    async def current_by_keys(
+        self, org_id: uuid.UUID, pairs: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], Holder]:
+        """``{(namespace, key): holder}`` of the current memories holding these keys."""
+        found = await self._holders(org_id, Memory.key, pairs, Memory.superseded_by.is_(None))
+        return {(h_ns, str(h.key)): h for h_ns, h in found}
+
+    async def keyed_copies(
+        self,
+        org_id: uuid.UUID,
+        probes: Sequence[tuple[int, str, str | None, str | None, str, str]],
+        key_projects: Sequence[str],
+    ) -> dict[int, Holder]:
+        """For each probe ``(index, namespace, project, agent_id, content_hash, key)``, the
+        memory with that content within the write's duplicate reach (``_dup_reach_sql``, as
+        for an exact duplicate), as ``{index: holder}``: a current one first, then a version of
+        the probe's key, the write's own project and diary first, then the newest."""
+        if not probes:
+            return {}
+        sql = text(
+            f"""
+            SELECT p.idx, m.id, m.key, m.content_hash, m.superseded_by, m.project
+            FROM unnest(CAST(:idxs AS int[]), CAST(:namespaces AS text[]),
+                        CAST(:projects AS text[]), CAST(:agents AS text[]),
+                        CAST(:hashes AS text[]), CAST(:keys AS text[]))
+                 AS p(idx, namespace, project, agent_id, hash, key)
+            CROSS JOIN LATERAL (
+                SELECT m.id, m.key, m.content_hash, m.superseded_by, m.project
+                FROM memories m
+                WHERE m.org_id = :org AND m.namespace = p.namespace
+                  AND m.content_hash = p.hash AND {_dup_reach_sql(key_projects)}
+                ORDER BY (m.superseded_by IS NULL) DESC,
+                         (m.key IS NOT DISTINCT FROM p.key) DESC,
+                         (m.project IS NOT DISTINCT FROM p.project) DESC,
+                         (m.agent_id IS NOT DISTINCT FROM p.agent_id) DESC,
+                         m.created_at DESC
+                LIMIT 1
+            ) m
+            """
+        )
+        params: dict[str, Any] = {
+            "org": org_id,
+            "idxs": [p[0] for p in probes],
+            "namespaces": [p[1] for p in probes],
+            "projects": [p[2] for p in probes],
+            "agents": [p[3] for p in probes],
+            "hashes": [p[4] for p in probes],
+            "keys": [p[5] for p in probes],
+        }
+        if key_projects:
+            params["key_projects"] = list(key_projects)
+        rows = (await self.session.execute(sql, params)).all()
+        return {
+            idx: Holder(id=i, key=k, content_hash=h, superseded_by=s, project=pr)
+            for idx, i, k, h, s, pr in rows
+        }
+
+    async def _holders(
+        self,
+        org_id: uuid.UUID,
+        column: Any,
+        pairs: Sequence[tuple[str, str]],
+        condition: ColumnElement[bool],
+    ) -> list[tuple[str, Holder]]:
+        """The memories whose ``(namespace, column)`` is one of ``pairs``, as holders."""
+        if not pairs:
+            return []
+        stmt = select(
+            Memory.namespace, Memory.id, Memory.key, Memory.content_hash,
+            Memory.superseded_by, Memory.project,
+        ).where(
+            Memory.org_id == org_id, tuple_(Memory.namespace, column).in_(list(pairs)), condition
+        )
+        return [
+            (ns, Holder(id=i, key=k, content_hash=h, superseded_by=s, project=p))
+            for ns, i, k, h, s, p in (await self.session.execute(stmt)).all()
+        ]
+
+    async def claim_key(self, org_id: uuid.UUID, memory_id: uuid.UUID, key: str) -> None:
+        """Give ``key`` to an existing memory and make it current again."""
+        await self.session.execute(
+            update(Memory)
+            .where(Memory.org_id == org_id, Memory.id == memory_id)
+            .values(key=key, superseded_by=None, updated_at=func.now())
+        )
+
     async def ensure_projects(self, org_id: uuid.UUID, projects: set[str]) -> None:
         if not projects:
             return
@@ -468,6 +585,7 @@ class MemoryRepository:
         agent_id: str | None,
         tag: str | None,
         text_query: str | None = None,
+        key: str | None = None,
     ) -> Select[Any]:
         stmt = select(Memory).where(
             Memory.org_id == org_id, namespace_scope(prefixes), project_scope(key_projects), live()
@@ -484,6 +602,9 @@ class MemoryRepository:
             stmt = stmt.where(Memory.project == project)
         if agent_id is not None:
             stmt = stmt.where(Memory.agent_id == agent_id)
+        if key is not None:
+            # A key finds the memory it names now; its superseded versions are history.
+            stmt = stmt.where(Memory.key == key, Memory.superseded_by.is_(None))
         if tag is not None:
             stmt = stmt.where(Memory.tags.contains([tag]))
         if text_query is not None:
@@ -529,7 +650,9 @@ class MemoryRepository:
         Supersession is a history: memories ``row`` had superseded now point at its successor
         (deleting a middle link keeps the newest current, with a ``supersedes`` edge from the
         successor). When ``row`` was current they become current again, the newest first;
-        one whose content key is already held by a current memory points at that one."""
+        one whose content key, or whose ``key`` (keyed writes), is already held by a current
+        memory points at that one (of several versions of one key, the newest comes back). The
+        row goes first: until then it holds its content key and its key."""
         predecessors = (
             await self.session.execute(
                 select(Memory)
@@ -547,22 +670,24 @@ class MemoryRepository:
             await self.add_relations(
                 org_id, [(successor, p.id, "supersedes") for p in predecessors if p.id != successor]
             )
-        else:
-            for pred in predecessors:
-                key = (pred.namespace, pred.project, pred.agent_id, pred.content_hash)
-                holder = (await self.current_by_key(org_id, [key])).get(key)
-                if holder == row.id:  # the erased row itself held the key
-                    holder = None
-                await self.session.execute(
-                    update(Memory)
-                    .where(Memory.org_id == org_id, Memory.id == pred.id)
-                    .values(superseded_by=holder, updated_at=func.now())
-                )
         await self.session.execute(
             delete(Artifact).where(Artifact.org_id == org_id, Artifact.memory_id == row.id)
         )
         result = await self.session.execute(
             delete(Memory).where(Memory.org_id == org_id, Memory.id == row.id)
         )
+        if successor is None:
+            for pred in predecessors:
+                content: ContentKey = (pred.namespace, pred.project, pred.agent_id, pred.content_hash)
+                holder = (await self.current_by_key(org_id, [content])).get(content)
+                if holder is None and pred.key is not None:
+                    named = (await self.current_by_keys(org_id, [(pred.namespace, pred.key)]))
+                    held = named.get((pred.namespace, pred.key))
+                    holder = held.id if held is not None else None
+                await self.session.execute(
+                    update(Memory)
+                    .where(Memory.org_id == org_id, Memory.id == pred.id)
+                    .values(superseded_by=holder, updated_at=func.now())
+                )
         return bool(result.rowcount)  # type: ignore[attr-defined]
 

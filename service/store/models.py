@@ -136,6 +136,9 @@ class Memory(Base):
     meta: Mapped[dict[str, Any]] = mapped_column(
         "metadata", JSONB, nullable=False, server_default=text("'{}'::jsonb")
     )
+    # A caller's name for the memory (keyed writes, migration 0004): unique among the current
+    # memories of an (org, namespace); superseded versions keep it, as history.
+    key: Mapped[str | None] = mapped_column(String(256))
     __table_args__ = (
         PrimaryKeyConstraint("org_id", "id"),
         ForeignKeyConstraint(["org_id"], ["orgs.org_id"], ondelete="CASCADE"),
@@ -157,6 +160,14 @@ class Memory(Base):
         ),
         # Exact-duplicate probes, superseded memories included.
         Index("ix_memories_org_id_namespace_content_hash", "org_id", "namespace", "content_hash"),
+        Index(
+            "ix_memories_org_id_namespace_key",
+            "org_id",
+            "namespace",
+            "key",
+            unique=True,
+            postgresql_where=text("key IS NOT NULL AND superseded_by IS NULL"),
+        ),
         Index("ix_memories_org_id_namespace_created_at", "org_id", "namespace", "created_at"),
         Index("ix_memories_org_id_project", "org_id", "project"),
         Index("ix_memories_org_id_agent_id", "org_id", "agent_id"),
