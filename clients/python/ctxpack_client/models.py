@@ -59,6 +59,10 @@ class RememberRequest(_Request):
     supersedes: uuid.UUID | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     key: str | None = None
+    # When it expires (in the future), or after how many seconds; never both. Unset: the
+    # server's default TTL for the type, if any, else never.
+    expires_at: datetime | None = None
+    ttl_seconds: int | None = None
 
 
 class RememberBatchRequest(_Request):
@@ -94,6 +98,7 @@ class RememberResponse(_Response):
     audit_id: uuid.UUID | None = None
     key: str | None = None
     superseded_id: uuid.UUID | None = None
+    expires_at: datetime | None = None
 
 
 class BatchItemResult(_Response):
@@ -104,6 +109,7 @@ class BatchItemResult(_Response):
     reasons: list[GateReasonOut] | None = None
     redactions: list[Redaction] = Field(default_factory=list)
     near_duplicates: list[NearDuplicate] = Field(default_factory=list)
+    expires_at: datetime | None = None
 
 
 class RememberBatchResponse(_Response):
@@ -159,6 +165,7 @@ class MemoryOut(_Response):
     metadata: dict[str, Any]
     related: list[RelatedOut] = Field(default_factory=list)
     key: str | None = None
+    expires_at: datetime | None = None
 
 
 class MemoryPage(_Response):
@@ -216,6 +223,7 @@ class ContextQuality(_Response):
     updated_at: datetime | None
     valid_at: datetime | None
     project_id: str | None
+    expires_at: datetime | None = None
 
 
 class ContextRelated(_Response):
