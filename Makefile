@@ -70,7 +70,7 @@ screenshots: $(STAMP)
 # Server-side render time of each console page at CONSOLE_BENCH_MEMORIES memories.
 CONSOLE_BENCH_MEMORIES ?= 100000
 console-bench: $(STAMP)
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH=. $(BIN)/python scripts/console_bench.py \
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH=. $(BIN)/python -m bench.console \
 		--memories $(CONSOLE_BENCH_MEMORIES)
 
 lint: $(STAMP)

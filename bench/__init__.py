@@ -10,6 +10,11 @@
 - ``bench.wake``: wake-pack quality (precision/recall on a labelled fixture) and latency;
 - ``bench.redaction_corpus`` / ``bench.redaction_eval``: the generated secrets corpus, and
   ctxpack's redactor against detect-secrets on it;
+- ``bench.console``: server-side render time of each console page at N memories
+  (``make console-bench``);
+- ``bench.dedup``: what the duplicate checks cost a write;
+- ``bench.export_memory``: peak memory of ``ctxpack export`` at growing sizes;
+- ``bench.locomo_ingest_parity``: ``ctxpack ingest`` against the LoCoMo benchmark's loader;
 - ``bench.stats``: the one percentile definition every report uses.
 
 Seeding that bypasses the API (COPY) goes through ``service.store.bulk``. The files in

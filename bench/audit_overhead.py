@@ -42,10 +42,9 @@ from service.config import Settings
 from service.domain.audit import AuditContext, record
 from service.domain.auth import Caller
 from service.store.database import (
-    _with_database,
     create_engine,
-    ensure_database,
     make_sessionmaker,
+    resolve_database_url,
     start_embedded,
     upgrade,
 )
@@ -167,10 +166,10 @@ def main() -> int:
     url = args.database_url
     if url is None:
         root = Path(tempfile.mkdtemp(prefix="ctxpack-audit-bench-"))
-        server = start_embedded(root, cleanup_mode="delete")
-        admin = server.get_uri()
-        ensure_database(admin, "ctxpack_bench")
-        url = str(_with_database(admin, "ctxpack_bench"))
+        start_embedded(root, cleanup_mode="delete")  # throwaway: resolve_database_url attaches
+        url = resolve_database_url(
+            Settings(database_url=None, data_dir=root, database_name="ctxpack_bench")
+        )
         upgrade(url)
 
     results = asyncio.run(measure(url, args.n))

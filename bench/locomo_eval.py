@@ -38,6 +38,8 @@ from typing import Any
 
 import httpx
 
+from bench.stats import percentile
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo"
 BATCH = 250
 MODES = ("hybrid", "lexical", "vector")
@@ -259,8 +261,6 @@ def calibrate(turns: list[dict[str, Any]], queries: list[dict[str, Any]]) -> dic
         foreign = names[(names.index(q["group"]) + 1 + qi % (len(names) - 1)) % len(names)]
         other.extend(float(s) for s in docs[groups[foreign]] @ qs[qi])
 
-    from bench.stats import percentile
-
     def pct(xs: list[float]) -> dict[str, float]:
         return {f"p{p}": round(percentile(xs, p), 3) for p in (5, 10, 25, 50, 75, 90, 99)}
 
@@ -394,10 +394,10 @@ async def main() -> int:
                 client, queries, args.prefix, mode, args.k, args.concurrency, args.layer
             )
             results[mode] = score(queries, answers, ks)
-            ms = sorted(a["ms"] for a in answers)
+            ms = [a["ms"] for a in answers]
             latency[mode] = {
-                "p50_ms": round(ms[len(ms) // 2], 1),
-                "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 1),
+                "p50_ms": round(percentile(ms, 50), 1),
+                "p99_ms": round(percentile(ms, 99), 1),
                 "concurrency": args.concurrency,
             }
             print(

@@ -17,7 +17,6 @@ finding per line and plugin. "Flagged" counts a secret text as caught when it ha
 finding; "value removed" replaces every reported ``secret_value`` in the text and checks
 that no secret substring is left, which is what a redaction layer built on it would get.
 It scans files, so each text is written to a temporary file; the write is not timed.
-Self-contained on purpose (another change turns scripts/ into this package).
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -33,6 +31,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from bench.redaction_corpus import Sample, adversarial_inputs, ordinary_samples, secret_samples
+from bench.stats import percentile
 from service.domain.redaction import Redactor
 from service.domain.write_gate import WriteGate
 
@@ -157,9 +156,9 @@ def evaluate(
     false = [s for s in ordinary if detector.findings(s.text)]
     locomo_hits = sum(1 for t in locomo if detector.findings(t))
     mixed = [s.text for pair in zip(secrets, ordinary, strict=False) for s in pair]
-    per_kb = statistics.median(best_ms(detector.cost(c), repeat) for c in chunks(mixed, 1024)[:40])
-    per_20kb = statistics.median(
-        best_ms(detector.cost(c), repeat) for c in chunks(mixed, 20_480)[:8]
+    per_kb = percentile([best_ms(detector.cost(c), repeat) for c in chunks(mixed, 1024)[:40]], 50)
+    per_20kb = percentile(
+        [best_ms(detector.cost(c), repeat) for c in chunks(mixed, 20_480)[:8]], 50
     )
     return {
         "name": detector.name,

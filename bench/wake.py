@@ -21,14 +21,15 @@ What it does:
    A baseline row asks the ``recall`` layer with the generic goal: what a relevance-gated
    pack gives a session start.
 4. With ``--scale N``: adds N memories (``--reuse`` keeps the last run's database and
-   seeds only what is missing) over N/100 users straight into the table (COPY;
+   seeds only what is missing) over N/100 users straight into the table (COPY through
+   ``service.store.bulk.copy_memories``;
    LoCoMo turns embedded once by the service's embedder, plus a little noise, as
    scripts/context_speed.py seeds), then times wake packs over HTTP, one at a time, at
    random users' task namespaces: no goal, a generic goal, a specific goal (a LoCoMo
    question), and recall packs with the same questions for comparison.
 
-Self-contained on purpose (its own percentile, server and seeding): it depends on the
-service package only.
+Percentiles are ``bench.stats.percentile`` (linear interpolation), like every other report
+of the package.
 """
 
 from __future__ import annotations
@@ -43,13 +44,15 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+
+from bench.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "wake_fixture.json"
@@ -62,15 +65,6 @@ BACKGROUND_TYPES = (
 # (wake packs order by the stored day; a run-time "now" would move day boundaries).
 FIXTURE_NOW = datetime(2026, 11, 20, 18, 0, tzinfo=UTC)
 GENERIC_GOALS = ("resume work", "start of session", "continue where we left off")
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0-100) of ``values``."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
 
 
 def log(message: str) -> None:
@@ -327,7 +321,8 @@ def seed_background(
 
     import numpy as np
     import psycopg
-    from pgvector.psycopg import register_vector
+
+    from service.store.bulk import copy_memories
 
     turns = read_jsonl(LOCOMO / "memories.jsonl")[:texts_max]
     texts = [f"{t['speaker']}: {t['text']}" for t in turns]
@@ -337,38 +332,29 @@ def seed_background(
     now = datetime.now(UTC)
     users = max(1, count // 100)
     started = time.perf_counter()
-    with psycopg.connect(database_url) as conn:
-        register_vector(conn)
-        with conn.cursor().copy(
-            "COPY memories (org_id, id, namespace, type, name, content, content_hash, embedding,"
-            " created_at, updated_at) FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(
-                ["uuid", "uuid", "varchar", "varchar", "text", "text", "varchar", "vector",
-                 "timestamptz", "timestamptz"]
+    columns = (
+        "org_id", "id", "namespace", "type", "name", "content", "content_hash", "embedding",
+        "created_at", "updated_at",
+    )  # fmt: skip
+
+    def rows() -> Iterator[tuple[Any, ...]]:
+        for n in range(count):
+            u = n % users
+            j = int(rng.integers(len(texts)))
+            r = rng.random()
+            ns = f"bg{u}" if r < 0.4 else f"bg{u}:s{n % 3}" if r < 0.8 else f"bg{u}:s{n % 3}:t{n % 2}"
+            vec = base[j] + rng.normal(0, 0.02, base.shape[1]).astype(np.float32)
+            vec /= np.linalg.norm(vec)
+            when = now - timedelta(days=float(rng.random() * 90))
+            content = texts[j]
+            yield (
+                org_id, uuid.uuid4(), ns, pick.choice(BACKGROUND_TYPES), content[:80],
+                content, hashlib.sha256(f"{content}|{n}".encode()).hexdigest(), vec,
+                when, when,
             )  # fmt: skip
-            for n in range(count):
-                u = n % users
-                j = int(rng.integers(len(texts)))
-                r = rng.random()
-                ns = (
-                    f"bg{u}"
-                    if r < 0.4
-                    else f"bg{u}:s{n % 3}"
-                    if r < 0.8
-                    else f"bg{u}:s{n % 3}:t{n % 2}"
-                )
-                vec = base[j] + rng.normal(0, 0.02, base.shape[1]).astype(np.float32)
-                vec /= np.linalg.norm(vec)
-                when = now - timedelta(days=float(rng.random() * 90))
-                content = texts[j]
-                copy.write_row(
-                    (
-                        org_id, uuid.uuid4(), ns, pick.choice(BACKGROUND_TYPES), content[:80],
-                        content, hashlib.sha256(f"{content}|{n}".encode()).hexdigest(), vec,
-                        when, when,
-                    )
-                )  # fmt: skip
+
+    with psycopg.connect(database_url) as conn:
+        copy_memories(conn, columns, rows())
         conn.commit()
         conn.autocommit = True
         conn.execute("VACUUM ANALYZE memories")

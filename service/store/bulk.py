@@ -26,6 +26,9 @@ MEMORY_COLUMNS: dict[str, str] = {
     "project": "varchar",
     "agent_id": "varchar",
     "source": "text",
+    "tags": "text[]",
+    "metadata": "jsonb",
+    "valid_at": "timestamptz",
     "created_at": "timestamptz",
     "updated_at": "timestamptz",
 }
