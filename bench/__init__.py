@@ -15,6 +15,7 @@
 - ``bench.dedup``: what the duplicate checks cost a write;
 - ``bench.export_memory``: peak memory of ``ctxpack export`` at growing sizes;
 - ``bench.locomo_ingest_parity``: ``ctxpack ingest`` against the LoCoMo benchmark's loader;
+- ``bench.client_speed``: the Python client's writes (keyed, batched) against a server;
 - ``bench.stats``: the one percentile definition every report uses.
 
 Seeding that bypasses the API (COPY) goes through ``service.store.bulk``. The files in
