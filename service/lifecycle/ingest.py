@@ -622,7 +622,7 @@ def run_ingest_command(
         from service.lifecycle.local import open_local, operator
 
         async with open_local(settings) as res:
-            async with res.sessionmaker() as session:
+            async with res.runner.operator_session() as session:
                 org = await resolve_org(session, args.org)
             target = LocalTarget(res, operator(org.org_id))
             with Progress("ingest", None, unit="turn") as progress:
