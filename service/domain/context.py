@@ -19,6 +19,7 @@ Layers:
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -53,6 +54,21 @@ from service.store.wake import WakeRow
 
 # How much of the goal the audit row keeps (after redaction).
 AUDIT_GOAL_CHARS = 500
+
+
+
+def _quality(row: RankedRow | WakeRow, expires_at: datetime | None) -> ContextQuality:
+    """Where an item comes from and how fresh it is, as a pack item shows it."""
+    return ContextQuality(
+        origin=row.origin,
+        source=row.source,
+        url=row.url,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        valid_at=row.valid_at,
+        project_id=row.project,
+        expires_at=expires_at,
+    )
 
 
 class PackBuilder:
@@ -93,16 +109,7 @@ class PackBuilder:
             reason=self.reason(row, facet),
             source=row.source,
             namespace=row.namespace,
-            quality=ContextQuality(
-                origin=row.origin,
-                source=row.source,
-                url=row.url,
-                created_at=row.created_at,
-                updated_at=row.updated_at,
-                valid_at=row.valid_at,
-                project_id=row.project,
-                expires_at=row.expires_at,
-            ),
+            quality=_quality(row, row.expires_at),
             metadata=row.metadata,
             related=[ContextRelated(**r, distance=1) for r in row.related],
         )
@@ -127,15 +134,7 @@ class PackBuilder:
             reason=reason,
             source=row.source,
             namespace=row.namespace,
-            quality=ContextQuality(
-                origin=row.origin,
-                source=row.source,
-                url=row.url,
-                created_at=row.created_at,
-                updated_at=row.updated_at,
-                valid_at=row.valid_at,
-                project_id=row.project,
-            ),
+            quality=_quality(row, None),
             metadata=row.metadata,
             related=[],
         )

@@ -315,6 +315,29 @@ async def _store(
     return outcome
 
 
+async def _embed_and_probe(
+    repo: MemoryRepository,
+    embedder: AsyncEmbedder,
+    settings: Settings,
+    caller: Caller,
+    fresh: list[_Prepared],
+) -> tuple[list[list[float]], dict[int, list[tuple[uuid.UUID, str, float]]]]:
+    """One model call for the items to store, then their near duplicates within the
+    duplicate reach (``{index: [(id, name, cosine)]}``)."""
+    vectors = await embedder.embed_documents([document_text(i.name, i.content) for i in fresh])
+    near = await repo.near_duplicates(
+        caller.org_id,
+        [
+            (i.index, i.request.namespace, i.request.type, i.request.project, i.request.agent_id, v)
+            for i, v in zip(fresh, vectors, strict=True)
+        ],
+        settings.near_duplicate_threshold,
+        settings.near_duplicate_limit,
+        caller.projects,
+    )
+    return vectors, near
+
+
 async def _store_keyed(
     session: AsyncSession,
     embedder: AsyncEmbedder,
@@ -365,17 +388,7 @@ async def _store_keyed(
             await repo.claim_key(caller.org_id, final[i.index], i.request.key or "")  # type: ignore[arg-type]
     near: dict[int, list[tuple[uuid.UUID, str, float]]] = {}
     if fresh:
-        vectors = await embedder.embed_documents([document_text(i.name, i.content) for i in fresh])
-        near = await repo.near_duplicates(
-            caller.org_id,
-            [
-                (i.index, i.request.namespace, i.request.type, i.request.project, i.request.agent_id, v)
-                for i, v in zip(fresh, vectors, strict=True)
-            ],
-            settings.near_duplicate_threshold,
-            settings.near_duplicate_limit,
-            caller.projects,
-        )
+        vectors, near = await _embed_and_probe(repo, embedder, settings, caller, fresh)
         inserted = await repo.insert_many(
             [
                 {**_row(caller, i, ids[i.index], vec), "key": i.request.key}
@@ -514,19 +527,7 @@ async def _store_plain(
                 fresh.append(item)
         if not fresh:
             return outcome
-        vectors = await embedder.embed_documents(
-            [document_text(i.name, i.content) for i in fresh]
-        )
-        near = await repo.near_duplicates(
-            caller.org_id,
-            [
-                (i.index, i.request.namespace, i.request.type, i.request.project, i.request.agent_id, v)
-                for i, v in zip(fresh, vectors, strict=True)
-            ],
-            settings.near_duplicate_threshold,
-            settings.near_duplicate_limit,
-            caller.projects,
-        )
+        vectors, near = await _embed_and_probe(repo, embedder, settings, caller, fresh)
     ids = {i.index: uuid.uuid4() for i in fresh}
     rows = [_row(caller, i, ids[i.index], vec) for i, vec in zip(fresh, vectors, strict=True)]
     inserted = await repo.insert_many(rows)

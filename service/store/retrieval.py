@@ -79,6 +79,20 @@ class RankingPlan:
     exact_scan_max_rows: int
 
 
+MEMORY_ROW_FIELDS = (
+    "id", "namespace", "type", "name", "content", "source", "origin", "url", "project",
+    "domain", "agent_id", "created_at", "updated_at", "valid_at",
+)
+
+
+def memory_fields(r: Any) -> dict[str, Any]:
+    """The stored columns of a pack statement's row (a mapping), as ``RankedRow`` and the
+    wake rows carry them; ``metadata`` as a plain dict."""
+    out = {k: r[k] for k in MEMORY_ROW_FIELDS}
+    out["metadata"] = dict(r["metadata"] or {})
+    return out
+
+
 @dataclass
 class RankedRow:
     """One pack item as SQL ranked it."""
@@ -545,21 +559,7 @@ class RetrievalRepository:
                 continue
             rows.append(
                 RankedRow(
-                    id=r["id"],
-                    namespace=r["namespace"],
-                    type=r["type"],
-                    name=r["name"],
-                    content=r["content"],
-                    source=r["source"],
-                    origin=r["origin"],
-                    url=r["url"],
-                    project=r["project"],
-                    domain=r["domain"],
-                    agent_id=r["agent_id"],
-                    created_at=r["created_at"],
-                    updated_at=r["updated_at"],
-                    valid_at=r["valid_at"],
-                    metadata=dict(r["metadata"] or {}),
+                    **memory_fields(r),
                     cosine=None if r["cosine"] is None else float(r["cosine"]),
                     lexical=float(r["lexical"] or 0.0),
                     matched=list(r["matched"] or []),

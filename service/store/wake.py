@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.store.retrieval import _MEMORY_COLUMNS, Scope, scope_params, scope_sql
+from service.store.retrieval import _MEMORY_COLUMNS, Scope, memory_fields, scope_params, scope_sql
 
 
 @dataclass(frozen=True)
@@ -170,21 +170,7 @@ class WakeRepository:
                 continue
             rows.append(
                 WakeRow(
-                    id=r["id"],
-                    namespace=r["namespace"],
-                    type=r["type"],
-                    name=r["name"],
-                    content=r["content"],
-                    source=r["source"],
-                    origin=r["origin"],
-                    url=r["url"],
-                    project=r["project"],
-                    domain=r["domain"],
-                    agent_id=r["agent_id"],
-                    created_at=r["created_at"],
-                    updated_at=r["updated_at"],
-                    valid_at=r["valid_at"],
-                    metadata=dict(r["metadata"] or {}),
+                    **memory_fields(r),
                     group=int(r["grp"]),
                     depth=int(r["depth"]),
                     relevance=None if r["rel"] is None else float(r["rel"]),
