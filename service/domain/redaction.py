@@ -452,8 +452,9 @@ _Accept = Callable[["re.Match[str]"], str | None]
 
 
 # A finder scans the text itself and yields ``(start, end, label)`` spans, for rules a
-# single regex cannot state in linear time.
-_Finder = Callable[[str], Iterable[tuple[int, int, str]]]
+# single regex cannot state in linear time. It is handed the spans taken so far (it may
+# skip work on a candidate that overlaps one: such a span would be dropped anyway).
+_Finder = Callable[[str, "_Taken"], Iterable[tuple[int, int, str]]]
 
 
 @dataclass(frozen=True)
@@ -573,7 +574,7 @@ _RULES: tuple[_Rule, ...] = (
     # -- Private keys: keep the BEGIN/END armour (it says what kind of key it
     #    was), replace the body. The body may be JSON-escaped (``\n``) or cut off
     #    with no END line, as in a trimmed tool output. See _find_private_keys.
-    _Rule("PRIVATE_KEY", None, triggers=("private key",), finder=lambda t: _find_private_keys(t)),
+    _Rule("PRIVATE_KEY", None, triggers=("private key",), finder=lambda t, _: _find_private_keys(t)),
     # -- Provider tokens, matched by their documented prefixes.
     _Rule(
         "GITHUB_TOKEN",
@@ -847,7 +848,7 @@ _RULES: tuple[_Rule, ...] = (
         anchored=True,
     ),
     # Long random-looking tokens (base64, hex) shortly after a keyword.
-    _Rule("PASSWORD/API_KEY/SECRET/TOKEN", None, finder=lambda t: _find_random_near_keyword(t)),
+    _Rule("PASSWORD/API_KEY/SECRET/TOKEN", None, finder=lambda t, taken: _find_random_near_keyword(t, taken)),
     # -- PII.
     # US SSN: ddd-dd-dddd with the ranges the SSA never issues excluded.
     _Rule(
@@ -900,7 +901,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     # Secrets hidden in base64: a run that decodes to printable text in which a rule
     # above finds a secret is replaced whole (``cGFzc3dvcmQ9aHVudGVyMg==``).
-    _Rule("(label of the decoded secret)", None, finder=lambda t: _find_base64_secrets(t)),
+    _Rule("(label of the decoded secret)", None, finder=lambda t, taken: _find_base64_secrets(t, taken)),
 )
 
 
@@ -1114,7 +1115,7 @@ _KEYWORD_LABELS = (
 )
 
 
-def _find_random_near_keyword(text: str) -> Iterable[tuple[int, int, str]]:
+def _find_random_near_keyword(text: str, taken: _Taken) -> Iterable[tuple[int, int, str]]:
     """Random-looking tokens (see :func:`looks_random`) at most 80 characters after a
     keyword on the same line, unless a word such as "commit", "sha" or "id" stands
     between them (``key rotation landed in commit 9f86d081...``)."""
@@ -1123,45 +1124,66 @@ def _find_random_near_keyword(text: str) -> Iterable[tuple[int, int, str]]:
     # the result does not depend on how far the last keyword is once earlier parts have
     # been replaced (redaction stays idempotent).
     chain_end, chain_label = -1, ""
-    for m in _LONG_TOKEN_RE.finditer(text):
-        token = m.group().rstrip("-_")
+
+    def judge(start: int, token: str) -> str | None:
+        """The label ``token`` gets (None: not a secret), and the chain it leaves."""
+        nonlocal chain_end, chain_label
         if not looks_random(token):
-            continue
-        lo = max(0, m.start() - 80)
-        newline = text.rfind("\n", lo, m.start())
+            return None
+        lo = max(0, start - 80)
+        newline = text.rfind("\n", lo, start)
         if chain_end >= lo and (newline < 0 or newline < chain_end):
-            chain_end = m.start() + len(token)
-            yield m.start(), chain_end, chain_label
-            continue
-        before = text[(newline + 1 if newline >= 0 else lo) : m.start()]
+            chain_end = start + len(token)
+            return chain_label
+        before = text[(newline + 1 if newline >= 0 else lo) : start]
         last = None
         for last in _NEAR_KEYWORD_RE.finditer(before):  # noqa: B007 - the last one counts
             pass
         if last is None or _PUBLIC_VALUE_RE.search(before, last.end()):
-            continue
+            return None
         word = last.group(1).lower()
         label = next(lab for prefix, lab in _KEYWORD_LABELS if prefix in word)
-        chain_end, chain_label = m.start() + len(token), label
-        yield m.start(), chain_end, label
+        chain_end, chain_label = start + len(token), label
+        return label
+
+    # A token an earlier rule has taken cannot be yielded; it matters only through the
+    # chain it may extend, so it is judged (looks_random is the cost) only when a later
+    # token that can still be yielded needs the chain: a text whose every token another
+    # rule took ("token Ab1Cd2...", repeated) costs no judgement at all.
+    pending: list[tuple[int, str]] = []
+    for m in _LONG_TOKEN_RE.finditer(text):
+        token = m.group().rstrip("-_")
+        start, end = m.start(), m.start() + len(token)
+        if taken.overlaps(start, end):
+            pending.append((start, token))
+            continue
+        for earlier in pending:
+            judge(*earlier)
+        pending.clear()
+        label = judge(start, token)
+        if label is not None:
+            yield start, end, label
 
 
 _B64_RUN_RE = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/]{16,}={0,2}(?![A-Za-z0-9+/=_\-])")
 _B64_MAX_CHARS = 8192
+_PRINTABLE_BYTES = bytes([9, 10, 13, *range(32, 127)])
 
 
-def _find_base64_secrets(text: str) -> Iterable[tuple[int, int, str]]:
+def _find_base64_secrets(text: str, taken: _Taken) -> Iterable[tuple[int, int, str]]:
     """Base64 runs that decode to printable text holding a secret; the run is replaced
     whole, with the label of the first secret inside. One level deep: decoded text is
-    scanned by the other rules, not decoded again."""
+    scanned by the other rules, not decoded again. A run an earlier rule has taken (in
+    part) could not be yielded, so it is not decoded."""
     for m in _B64_RUN_RE.finditer(text):
         run = m.group()
-        if len(run) > _B64_MAX_CHARS or len(run) % 4 == 1:
+        if len(run) > _B64_MAX_CHARS or len(run) % 4 == 1 or taken.overlaps(*m.span()):
             continue
         try:
             raw = base64.b64decode(run + "=" * (-len(run) % 4), validate=True)
         except (binascii.Error, ValueError):
             continue
-        if not raw or sum(32 <= b < 127 or b in (9, 10, 13) for b in raw) < 0.95 * len(raw):
+        if not raw or len(raw) - len(raw.translate(None, _PRINTABLE_BYTES)) < 0.95 * len(raw):
             continue
         found = _scan(raw.decode("ascii", "replace"), decode_base64=False)
         if found:
@@ -1254,7 +1276,7 @@ def _scan(text: str, *, decode_base64: bool = True) -> list[tuple[int, int, str]
         if rule.finder is not None:
             if not decode_base64 and rule.finder is _RULES[-1].finder:
                 continue
-            for start, end, label in rule.finder(text):
+            for start, end, label in rule.finder(text, taken):
                 if start < end and not taken.overlaps(start, end):
                     taken.add(start, end)
                     found.append((start, end, label))
