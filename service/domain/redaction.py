@@ -574,7 +574,9 @@ _RULES: tuple[_Rule, ...] = (
     # -- Private keys: keep the BEGIN/END armour (it says what kind of key it
     #    was), replace the body. The body may be JSON-escaped (``\n``) or cut off
     #    with no END line, as in a trimmed tool output. See _find_private_keys.
-    _Rule("PRIVATE_KEY", None, triggers=("private key",), finder=lambda t, _: _find_private_keys(t)),
+    _Rule(
+        "PRIVATE_KEY", None, triggers=("private key",), finder=lambda t, _: _find_private_keys(t)
+    ),
     # -- Provider tokens, matched by their documented prefixes.
     _Rule(
         "GITHUB_TOKEN",
@@ -848,7 +850,11 @@ _RULES: tuple[_Rule, ...] = (
         anchored=True,
     ),
     # Long random-looking tokens (base64, hex) shortly after a keyword.
-    _Rule("PASSWORD/API_KEY/SECRET/TOKEN", None, finder=lambda t, taken: _find_random_near_keyword(t, taken)),
+    _Rule(
+        "PASSWORD/API_KEY/SECRET/TOKEN",
+        None,
+        finder=lambda t, taken: _find_random_near_keyword(t, taken),
+    ),
     # -- PII.
     # US SSN: ddd-dd-dddd with the ranges the SSA never issues excluded.
     _Rule(
@@ -901,7 +907,11 @@ _RULES: tuple[_Rule, ...] = (
     ),
     # Secrets hidden in base64: a run that decodes to printable text in which a rule
     # above finds a secret is replaced whole (``cGFzc3dvcmQ9aHVudGVyMg==``).
-    _Rule("(label of the decoded secret)", None, finder=lambda t, taken: _find_base64_secrets(t, taken)),
+    _Rule(
+        "(label of the decoded secret)",
+        None,
+        finder=lambda t, taken: _find_base64_secrets(t, taken),
+    ),
 )
 
 

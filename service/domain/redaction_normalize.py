@@ -26,12 +26,15 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import accumulate
 
 __all__ = ["TextView", "normalised_view"]
 
 ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e\u200e\u200f")
-_SPECIAL_RE = re.compile(r"[^\x00-\x7f]+|%[2-7][0-9A-Fa-f]")
-_NON_ASCII_RE = re.compile(r"[^\x00-\x7f]+")
+# Runs of non-ASCII characters, joined across ASCII gaps of up to 16 characters without a
+# ``%`` (one run, not thousands, for text in which every other character is invisible).
+_NON_ASCII_RE = re.compile(r"[^\x00-\x7f](?:[\x00-\x24\x26-\x7f]{0,16}[^\x00-\x7f])*")
+_SPECIAL_RE = re.compile(_NON_ASCII_RE.pattern + r"|%[2-7][0-9A-Fa-f]")
 PERCENT_RE = re.compile(r"%(?:2[1-9A-Fa-f]|[3-7][0-9A-Fa-f])")
 
 
@@ -41,7 +44,8 @@ class TextView:
 
     The map is stored as its edits, not per character: edit ``k`` put ``view[vstarts[k]:
     vends[k]]`` where ``original[ostarts[k]:oends[k]]`` was (a character NFKC changed, a
-    removed zero-width character, a decoded ``%XX``); between edits the view is the original
+    removed zero-width character, a decoded ``%XX``, or a run of characters each replaced
+    by exactly one, when ``one_to_one[k]``); between edits the view is the original
     shifted by a constant. So a text with few edits costs nothing per unchanged character.
     """
 
@@ -50,6 +54,7 @@ class TextView:
     vends: list[int]
     ostarts: list[int]
     oends: list[int]
+    one_to_one: list[bool]
 
     def _char_span(self, i: int) -> tuple[int, int]:
         """The span of the original text that view character ``i`` came from."""
@@ -60,6 +65,9 @@ class TextView:
         if k < 0:
             return i, i + 1
         if i < self.vends[k]:
+            if self.one_to_one[k]:
+                o = self.ostarts[k] + (i - self.vstarts[k])
+                return o, o + 1
             return self.ostarts[k], self.oends[k]
         o = self.oends[k] + (i - self.vends[k])
         return o, o + 1
@@ -99,38 +107,51 @@ def normalised_view(text: str, *, decode_percent: bool = False) -> TextView | No
     vends: list[int] = []
     ostarts: list[int] = []
     oends: list[int] = []
+    one_to_one: list[bool] = []
     pos = 0  # original text copied to ``pieces`` so far
     vpos = 0  # length of the view built so far
-
-    def edit(s: int, e: int, rep: str) -> None:
-        nonlocal pos, vpos
-        pieces.append(text[pos:s])
-        vpos += s - pos
-        pieces.append(rep)
-        vstarts.append(vpos)
-        vpos += len(rep)
-        vends.append(vpos)
-        ostarts.append(s)
-        oends.append(e)
-        pos = e
-
     for m in special.finditer(text):
         token = m.group()
         s = m.start()
         if token[0] == "%":
             ch = chr(int(token[1:], 16))
-            if ch not in "\x7f ":
-                edit(s, s + 3, ch)
-        elif len(token) == 1:
-            rep = _nfkc_char(token)
-            if rep != token:
-                edit(s, s + 1, rep)
-        elif unicodedata.normalize("NFKC", token) != token or not ZERO_WIDTH.isdisjoint(token):
-            for i, ch in enumerate(token):
-                rep = _nfkc_char(ch)
-                if rep != ch:
-                    edit(s + i, s + i + 1, rep)
+            if ch in "\x7f ":
+                continue
+            reps = [ch]
+            changed = [0]
+        else:
+            # A run of non-ASCII characters (with short ASCII gaps, which map to
+            # themselves): each character is replaced by its own NFKC form.
+            reps = list(map(_nfkc_char, token))
+            changed = [i for i, (a, b) in enumerate(zip(token, reps, strict=True)) if a != b]
+            if not changed:
+                continue
+        piece = "".join(reps)
+        base = vpos + (s - pos)  # where the run starts in the view
+        pieces.append(text[pos:s])
+        pieces.append(piece)
+        if token[0] == "%":
+            vstarts.append(base)
+            vends.append(base + 1)
+            ostarts.append(s)
+            oends.append(s + 3)
+            one_to_one.append(False)
+        elif len(piece) == len(token) and all(len(r) == 1 for r in reps):
+            vstarts.append(base)
+            vends.append(base + len(piece))
+            ostarts.append(s)
+            oends.append(s + len(token))
+            one_to_one.append(True)
+        else:
+            at = list(accumulate(map(len, reps), initial=base))  # view offset of each char
+            vstarts.extend([at[i] for i in changed])
+            vends.extend([at[i + 1] for i in changed])
+            ostarts.extend([s + i for i in changed])
+            oends.extend([s + i + 1 for i in changed])
+            one_to_one.extend([False] * len(changed))
+        vpos = base + len(piece)
+        pos = s + len(token)
     if not vstarts:
         return None
     pieces.append(text[pos:])
-    return TextView("".join(pieces), vstarts, vends, ostarts, oends)
+    return TextView("".join(pieces), vstarts, vends, ostarts, oends, one_to_one)

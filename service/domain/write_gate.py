@@ -595,9 +595,7 @@ class WriteGate:
             if not code_ok:
                 rejected.append("tool_output")
 
-        if not rejected and _is_fragment(
-            text, _WORD_RE.findall(text), cfg, named=name is not None
-        ):
+        if not rejected and _is_fragment(text, _WORD_RE.findall(text), cfg, named=name is not None):
             rejected.append("fragment")
 
         if rejected:
