@@ -218,6 +218,8 @@ async def test_the_command(pg_url: str, key: Key, tmp_path: Path) -> None:
     exported = run("export", "--org", key.org, "--namespace", "lee")
     assert exported.returncode == 0, exported.stderr
     assert len(exported.stdout.splitlines()) == 1 + 5 + 1
+    lines = [json.loads(line) for line in exported.stdout.splitlines()[1:-1]]
+    assert all(m["key"] and m["key"] == m["source"] for m in lines)  # each turn under its key
 
     refused = run("erase", "--namespace", "lee", "--org", key.org)
     assert refused.returncode == 2 and "--yes" in refused.stderr
