@@ -170,7 +170,7 @@ def _prepare(
         tags=list(req.tags),
         field_prefix=prefix,
     )
-    item = _Prepared(index=index, request=req)
+    item = _Prepared(index=index, request=req, prefix=prefix)
     item.expires_at = expiry_of(req, settings, prefix)
     item.content = clean.content or ""
     item.url = clean.url

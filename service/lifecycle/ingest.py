@@ -20,10 +20,16 @@ Rules:
 - Namespaces: ``--namespace`` may hold ``{conversation}``; each session becomes the session
   namespace ``<namespace>:<session>`` (``--sessions metadata`` keeps it in metadata only).
 - Each turn has a stable external id (the file's turn id, else a hash of conversation,
-  session, speaker, time and text), kept in ``source`` and in ``metadata.external_id``. It
-  is what a rerun recognises: turns already in the resume file are skipped, and a turn sent
-  again is an exact duplicate, which costs no model time. (When remember gets a ``key``
-  field, the external id is that key: ``turn_key``.)
+  session, speaker, time and text), kept in ``source`` and in ``metadata.external_id``, and
+  sent as remember's ``key`` (``turn_key``: the id itself when it is a valid key, else a
+  digest of it). A rerun is idempotent by key: a turn sent again is a keyed ``duplicate``
+  (no model time), and a turn whose text changed under the same id is ``updated`` (the old
+  memory is kept as history). Turns already in the resume file with the same item are
+  skipped without a call; an edited turn is sent again.
+- A turn whose text is already held by another turn's key in its namespace (the same words
+  said twice) cannot hold a key of its own: the server refuses it (409, or 422 within a
+  batch), and ingest sends it again without its key, where it is an exact ``duplicate`` of
+  that memory, as it was before keys (``without_key`` in the summary).
 - Batches go through remember's batch path, to a server (``--url`` + key) or the local
   database; each batch is one transaction, so the write gate, redaction and deduplication
   apply as to any write. The outcome of each batch is appended to a resume file before the
@@ -72,8 +78,26 @@ class Turn:
 
 
 def turn_key(turn: Turn) -> str:
-    """The turn's stable id: what makes a rerun idempotent (and, later, remember's key)."""
-    return turn.external_id
+    """The turn's key for remember: its stable external id, when that is a valid key (at most
+    ``KEY_MAX`` characters, no surrounding whitespace or control characters, nothing the
+    redactor would change: keys are stored as sent, so the server refuses a secret-looking
+    one); else ``sha256:<40 hex>`` of the id, which is stable too. What makes a rerun
+    idempotent."""
+    from service.domain.redaction import REDACTOR
+    from service.schemas.memories import KEY_MAX, check_key
+
+    external = turn.external_id
+    candidates = [external] if len(external) <= KEY_MAX else []
+    for salt in range(8):  # a digest the redactor would change is astronomically rare
+        candidates.append("sha256:" + hashlib.sha256(f"{external}\x00{salt}".encode()).hexdigest()[:40])
+    for candidate in candidates:
+        try:
+            check_key(candidate)
+        except ValueError:
+            continue
+        if not REDACTOR.redact(candidate).counts:
+            return candidate
+    raise InvalidInput("file", f"turn {external[:80]!r}: no valid key")  # pragma: no cover
 
 
 def _stable_id(*parts: Any) -> str:
@@ -289,7 +313,7 @@ def item_of(turn: Turn, mapping: Mapping, fmt: str) -> dict[str, Any]:
     content = turn.text
     if mapping.speaker_in == "content" and turn.speaker:
         content = f"{turn.speaker}: {turn.text}"
-    metadata: dict[str, Any] = {"external_id": turn_key(turn), "ingest_format": fmt}
+    metadata: dict[str, Any] = {"external_id": turn.external_id, "ingest_format": fmt}
     for name in ("speaker", "session", "conversation", "timestamp"):
         value = getattr(turn, name)
         if value is not None:
@@ -298,8 +322,9 @@ def item_of(turn: Turn, mapping: Mapping, fmt: str) -> dict[str, Any]:
         "content": content,
         "namespace": namespace_of(turn, mapping),
         "type": mapping.type,
-        "source": turn_key(turn)[:2000],
+        "source": turn.external_id[:2000],
         "metadata": metadata,
+        "key": turn_key(turn),
     }
     when = parse_time(turn.timestamp)
     if when is not None:
@@ -409,7 +434,9 @@ class LocalTarget:
 class IngestSummary:
     turns: int = 0
     created: int = 0
+    updated: int = 0  # an edited turn: the memory under its key replaced (history kept)
     duplicate: int = 0
+    without_key: int = 0  # a turn whose text another turn's key holds: sent without its key
     rejected: Counter[str] = field(default_factory=Counter)
     resumed: int = 0  # already done in an earlier run (from the resume file)
     interrupted: bool = False
@@ -419,7 +446,9 @@ class IngestSummary:
         return {
             "turns": self.turns,
             "created": self.created,
+            "updated": self.updated,
             "duplicate": self.duplicate,
+            "without_key": self.without_key,
             "rejected": sum(self.rejected.values()),
             "rejected_by_reason": dict(sorted(self.rejected.items())),
             "skipped_already_done": self.resumed,
@@ -429,10 +458,12 @@ class IngestSummary:
 
     def text(self) -> str:
         lines = [
-            f"turns: {self.turns}  created: {self.created}  duplicate: {self.duplicate}  "
-            f"rejected: {sum(self.rejected.values())}  already done: {self.resumed}  "
-            f"({self.seconds:.1f} s)"
+            f"turns: {self.turns}  created: {self.created}  updated: {self.updated}  "
+            f"duplicate: {self.duplicate}  rejected: {sum(self.rejected.values())}  "
+            f"already done: {self.resumed}  ({self.seconds:.1f} s)"
         ]
+        if self.without_key:
+            lines.append(f"  without a key (text held by another turn's key): {self.without_key}")
         for reason, n in sorted(self.rejected.items(), key=lambda kv: -kv[1]):
             lines.append(f"  rejected {reason}: {n}")
         if self.interrupted:
@@ -442,7 +473,9 @@ class IngestSummary:
 
 class Checkpoint:
     """The resume file: one JSON line per finished turn, ``{x: external id, s: status, id,
-    r: reasons}``, appended and flushed after each batch."""
+    r: reasons, h: fingerprint of the item sent}``, appended and flushed after each batch.
+    A turn is done when its id is there with the same fingerprint (or none, in a file
+    written before fingerprints): an edited turn is sent again."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -459,6 +492,10 @@ class Checkpoint:
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._file = path.open("a", encoding="utf-8")
+
+    def is_done(self, external_id: str, fingerprint: str) -> bool:
+        row = self.done.get(external_id)
+        return row is not None and row.get("h", fingerprint) == fingerprint
 
     def record(self, rows: list[dict[str, Any]]) -> None:
         for row in rows:
@@ -478,6 +515,50 @@ class Checkpoint:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def fingerprint(item: dict[str, Any]) -> str:
+    """A short digest of a turn's remember item (before links): what the resume file
+    compares, so a turn edited since it was sent is sent again."""
+    return hashlib.sha256(json.dumps(item, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_ITEM_FIELD = re.compile(r"^items\.(\d+)\.content$")
+
+
+async def send_keyed(
+    target: Target, items: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], set[int]]:
+    """Send a batch of keyed items; returns the results in order and the indexes of the
+    items sent without their key.
+
+    remember refuses a keyed item whose content is already held by another key in its
+    namespace (409 ``conflict``, or 422 when two items of the batch hold the same text),
+    naming ``items.<n>.content``: two turns that said the same words. That item is taken out
+    and the rest sent again (the refusal stored nothing); the items taken out are then sent
+    without their key, where each is an exact duplicate of the memory holding its text, as
+    every turn was before keys. A refusal naming no keyed item is raised."""
+    pending = list(range(len(items)))
+    deferred: list[int] = []
+    results: dict[int, dict[str, Any]] = {}
+    while pending:
+        try:
+            sent = await target.send([items[i] for i in pending])
+        except CtxpackError as exc:
+            where = _ITEM_FIELD.match(str(exc.details.get("field", "")))
+            if exc.code not in ("conflict", "validation_error") or where is None:
+                raise
+            position = int(where.group(1))
+            if position >= len(pending) or "key" not in items[pending[position]]:
+                raise
+            deferred.append(pending.pop(position))
+            continue
+        results.update(zip(pending, sent, strict=True))
+        break
+    if deferred:
+        bare = [{k: v for k, v in items[i].items() if k != "key"} for i in deferred]
+        results.update(zip(deferred, await target.send(bare), strict=True))
+    return [results[i] for i in range(len(items))], set(deferred)
 
 
 def _phases(turns: list[Turn], links: bool) -> list[list[Turn]]:
@@ -523,7 +604,8 @@ async def ingest(
             seen.add(t.external_id)
             unique.append(t)
     neighbours = _neighbours(unique) if links else {}
-    todo = [t for t in unique if t.external_id not in checkpoint.done]
+    prints = {t.external_id: fingerprint(item_of(t, mapping, fmt)) for t in unique}
+    todo = [t for t in unique if not checkpoint.is_done(t.external_id, prints[t.external_id])]
     summary.resumed = len(unique) - len(todo)
     if progress is not None:
         progress.set_total(len(todo))
@@ -544,14 +626,18 @@ async def ingest(
                                 related.append({"id": done["id"], "relationship": rel})
                         if related:
                             item["related"] = related
-                results = await target.send(items)
+                results, unkeyed = await send_keyed(target, items)
+                summary.without_key += len(unkeyed)
                 rows = []
                 for t, result in zip(chunk, results, strict=True):
                     status = result["status"]
                     reasons = [r["code"] for r in result.get("reasons") or []]
-                    rows.append({"x": t.external_id, "s": status, "id": result.get("id"), "r": reasons})
+                    rows.append({"x": t.external_id, "s": status, "id": result.get("id"), "r": reasons,
+                                 "h": prints[t.external_id]})
                     if status == "created":
                         summary.created += 1
+                    elif status == "updated":
+                        summary.updated += 1
                     elif status == "duplicate":
                         summary.duplicate += 1
                     else:
@@ -559,7 +645,7 @@ async def ingest(
                 checkpoint.record(rows)
                 if progress is not None:
                     progress.update(
-                        len(chunk), created=summary.created, dup=summary.duplicate,
+                        len(chunk), created=summary.created, updated=summary.updated, dup=summary.duplicate,
                         rejected=sum(summary.rejected.values()),
                     )
     except (KeyboardInterrupt, asyncio.CancelledError):
@@ -667,5 +753,6 @@ __all__ = [
     "ingest",
     "item_of",
     "read_turns",
+    "send_keyed",
     "turn_key",
 ]

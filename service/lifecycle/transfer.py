@@ -6,7 +6,7 @@ Format (version 1), one JSON object per line:
   "exported_at", "org", "filters", "with_vectors", "memories"}``;
 - one line per memory, oldest first: ``{"kind": "memory", ...}`` with every column (id,
   namespace, type, name, content, content_hash, project, domain, agent_id, tags, source,
-  origin, url, valid_at, created_at, updated_at, superseded_by, expires_at, metadata), its
+  origin, url, valid_at, created_at, updated_at, superseded_by, expires_at, metadata, key), its
   outgoing ``relations`` (``{id, target_id, relationship, created_at}``), the ids of its
   ``artifact_ids``, and ``embedding`` only with ``--with-vectors``;
 - one line per artifact: ``{"kind": "artifact", ...}`` (id, namespace, name, summary, body,
@@ -19,6 +19,18 @@ Import rules:
 
 - Idempotent by id: a memory or artifact whose id is already in the org is skipped; one
   whose content is already in its namespace (under another id) is a duplicate, skipped.
+- Idempotent by key: a current memory (not superseded in the file) whose key is held by a
+  current memory of its namespace in the org (under another id) is not inserted: with the
+  same content it is a ``duplicate``; with other content it is a ``conflict``, skipped and
+  counted (a sample of them listed), and the org's memory is left as it is. Import only adds:
+  it never replaces what the org holds, unless the file itself says the holder was replaced
+  (the holder's id is in the file, superseded): then the file's newer version is inserted
+  and supersedes it, as it did where the file came from. Superseded versions are history
+  (the key is unique among current memories only) and come in with their key.
+- Keys are set in a third pass, once every supersession is in: every memory is inserted
+  without its key, then takes it if it is superseded or no current memory of its namespace
+  holds it (so a chain's order in the file does not matter, and a rerun after an
+  interruption sets the keys it had not set).
 - Every memory goes through remember's write path first: redaction, then the write gate
   (rejections are counted by reason, not stored).
 - Vectors are kept when the file has them and its model and dims are the server's (and
@@ -141,11 +153,17 @@ async def export_store(
 # --- import ---------------------------------------------------------------------------
 
 
+CONFLICT_SAMPLE = 20
+
+
 @dataclass
 class ImportSummary:
     created: int = 0
     existing: int = 0
     duplicate: int = 0
+    conflict: int = 0  # its key held in the org by a current memory with other content
+    conflicts: list[dict[str, str]] = field(default_factory=list)  # the first CONFLICT_SAMPLE
+    keys: int = 0  # keys set (second pass)
     rejected: Counter[str] = field(default_factory=Counter)
     reembedded: int = 0
     relations: int = 0
@@ -157,6 +175,9 @@ class ImportSummary:
             "created": self.created,
             "existing": self.existing,
             "duplicate": self.duplicate,
+            "conflict": self.conflict,
+            "conflicts": self.conflicts,
+            "keys_set": self.keys,
             "rejected": sum(self.rejected.values()),
             "rejected_by_reason": dict(sorted(self.rejected.items())),
             "reembedded": self.reembedded,
@@ -218,12 +239,29 @@ def _embed_text(item: Any) -> str:
     return document_text(item.name, item.content)
 
 
+def _key(obj: dict[str, Any]) -> str | None:
+    key = obj.get("key")
+    return key if isinstance(key, str) and key else None
+
+
+def replaced_in_file(path: Path) -> set[uuid.UUID]:
+    """Ids of the keyed memories the file holds as superseded (history): a current holder of
+    a key with one of these ids is the file's own older version, not a conflict."""
+    return {
+        mid
+        for _, obj in _records(path)
+        if obj.get("kind") == "memory" and _key(obj) and obj.get("superseded_by")
+        and (mid := _uuid(obj.get("id"))) is not None
+    }
+
+
 async def _import_memories(
     resources: LocalResources,
     caller: Caller,
     chunk: list[tuple[int, dict[str, Any]]],
     keep_vectors: bool,
     summary: ImportSummary,
+    replaced: set[uuid.UUID] | None = None,
 ) -> None:
     settings: Settings = resources.settings
     assert resources.has_embedder
@@ -253,6 +291,7 @@ async def _import_memories(
                     url=obj.get("url"),
                     valid_at=obj.get("valid_at"),
                     metadata=obj.get("metadata") or {},
+                    key=_key(obj),
                 )
                 item = _prepare(len(prepared), req, caller, settings, resources.pipeline, "")
             except (ValidationError, CtxpackError):
@@ -263,6 +302,7 @@ async def _import_memories(
                     summary.rejected[reason.code] += 1
                 continue
             prepared.append((obj, mid, item))
+        prepared = await _skip_held_keys(session, caller, prepared, replaced or set(), summary)
         vectors: dict[uuid.UUID, Any] = {}
         to_embed = []
         for obj, mid, item in prepared:
@@ -288,11 +328,7 @@ async def _import_memories(
                 "content": item.content,
                 # The file's hash when the content came through unchanged (an artifact's memory
                 # hashes more than its content); else the write path's.
-                "content_hash": (
-                    obj["content_hash"]
-                    if item.content == obj.get("content") and isinstance(obj.get("content_hash"), str)
-                    else item.hash
-                ),
+                "content_hash": _stored_hash(obj, item),
                 "embedding": vectors[mid],
                 "project": item.request.project,
                 "domain": item.domain,
@@ -315,6 +351,50 @@ async def _import_memories(
         await MemoryRepository(session).ensure_projects(
             caller.org_id, {r["project"] for r in rows if r["project"] and r["id"] in inserted}
         )
+
+
+def _stored_hash(obj: dict[str, Any], item: Any) -> str:
+    """The file's hash when the content came through unchanged (an artifact's memory hashes
+    more than its content); else the write path's."""
+    if item.content == obj.get("content") and isinstance(obj.get("content_hash"), str):
+        return str(obj["content_hash"])
+    return str(item.hash)
+
+
+async def _skip_held_keys(
+    session: Any,
+    caller: Caller,
+    prepared: list[tuple[dict[str, Any], uuid.UUID, Any]],
+    replaced: set[uuid.UUID],
+    summary: ImportSummary,
+) -> list[tuple[dict[str, Any], uuid.UUID, Any]]:
+    """Idempotence by key (module docstring): drop the current memories of the file whose key
+    a current memory of the org holds, counting each as a duplicate (same content) or a
+    conflict (other content), unless the file says that holder was superseded."""
+    wanted = [
+        (item.request.namespace, key)
+        for obj, _, item in prepared
+        if (key := _key(obj)) and not obj.get("superseded_by")
+    ]
+    if not wanted:
+        return prepared
+    holders = await MemoryRepository(session).current_by_keys(caller.org_id, wanted)
+    kept = []
+    for obj, mid, item in prepared:
+        key = _key(obj)
+        holder = holders.get((item.request.namespace, key or "")) if key and not obj.get("superseded_by") else None
+        if holder is None or holder.id == mid or holder.id in replaced:
+            kept.append((obj, mid, item))
+        elif holder.content_hash == _stored_hash(obj, item):
+            summary.duplicate += 1
+        else:
+            summary.conflict += 1
+            if len(summary.conflicts) < CONFLICT_SAMPLE:
+                summary.conflicts.append(
+                    {"namespace": item.request.namespace, "key": str(key), "id": str(mid),
+                     "current_id": str(holder.id)}
+                )
+    return kept
 
 
 async def _import_links(
@@ -344,6 +424,17 @@ async def _import_links(
                 pairs.append((source, newer))
         summary.relations += await repo.insert_relations(caller.org_id, edges)
         await repo.set_superseded(caller.org_id, pairs)
+
+
+async def _import_keys(
+    resources: LocalResources, caller: Caller, chunk: list[tuple[int, dict[str, Any]]], summary: ImportSummary
+) -> None:
+    """The keys, once every supersession is in (module docstring)."""
+    keys = [
+        (mid, key) for _, obj in chunk if (key := _key(obj)) and (mid := _uuid(obj.get("id"))) is not None
+    ]
+    async with resources.runner.operator_session() as session:
+        summary.keys += await LifecycleRepository(session).set_keys(caller.org_id, keys)
 
 
 async def _import_artifacts(
@@ -402,12 +493,15 @@ async def import_store(
     summary = ImportSummary()
     if progress is not None:
         progress.set_total(header.get("memories"))
+    replaced = replaced_in_file(path)
     for chunk in _chunks(path, "memory", IMPORT_CHUNK):
-        await _import_memories(resources, caller, chunk, keep_vectors, summary)
+        await _import_memories(resources, caller, chunk, keep_vectors, summary, replaced)
         if progress is not None:
             progress.update(len(chunk))
     for chunk in _chunks(path, "memory", IMPORT_CHUNK * 4):
         await _import_links(resources, caller, chunk, summary)
+    for chunk in _chunks(path, "memory", IMPORT_CHUNK * 4):
+        await _import_keys(resources, caller, chunk, summary)
     for chunk in _chunks(path, "artifact", IMPORT_CHUNK):
         await _import_artifacts(resources, caller, chunk, summary)
     summary.complete = any(obj.get("kind") == "end" for _, obj in _records(path))

@@ -295,6 +295,27 @@ class LifecycleRepository:
                 .values(superseded_by=new)
             )
 
+    async def set_keys(self, org_id: uuid.UUID, pairs: Sequence[tuple[uuid.UUID, str]]) -> int:
+        """Give each ``(id, key)`` memory without a key its key, when it is superseded (history
+        keeps its key) or no current memory of its namespace holds that key (the key is
+        unique among current memories). Returns how many were set."""
+        if not pairs:
+            return 0
+        stmt = text(
+            """
+            UPDATE memories m SET key = v.key
+            FROM unnest(CAST(:ids AS uuid[]), CAST(:keys AS text[])) AS v(id, key)
+            WHERE m.org_id = :org AND m.id = v.id AND m.key IS NULL
+              AND (m.superseded_by IS NOT NULL OR NOT EXISTS (
+                    SELECT 1 FROM memories h
+                    WHERE h.org_id = m.org_id AND h.namespace = m.namespace
+                      AND h.key = v.key AND h.superseded_by IS NULL))
+            """
+        )
+        params = {"org": org_id, "ids": [i for i, _ in pairs], "keys": [k for _, k in pairs]}
+        result = await self.session.execute(stmt, params)
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
     async def insert_artifacts(self, rows: list[dict[str, Any]]) -> int:
         if not rows:
             return 0

@@ -218,6 +218,8 @@ async def test_the_command(pg_url: str, key: Key, tmp_path: Path) -> None:
     exported = run("export", "--org", key.org, "--namespace", "lee")
     assert exported.returncode == 0, exported.stderr
     assert len(exported.stdout.splitlines()) == 1 + 5 + 1
+    lines = [json.loads(line) for line in exported.stdout.splitlines()[1:-1]]
+    assert all(m["key"] and m["key"] == m["source"] for m in lines)  # each turn under its key
 
     refused = run("erase", "--namespace", "lee", "--org", key.org)
     assert refused.returncode == 2 and "--yes" in refused.stderr
@@ -268,3 +270,97 @@ async def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(pg_url: str, key: Key, t
     second = json.loads(again.stdout)
     assert second["skipped_already_done"] == done
     assert second["created"] == 1500 - stored[0] and second["duplicate"] == stored[0] - done
+
+
+def keyed(url: str, org_id: Any) -> list[tuple[Any, ...]]:
+    """(namespace, key, content, current?) of every memory, oldest first."""
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT namespace, key, content, superseded_by IS NULL FROM memories"
+            " WHERE org_id = %s ORDER BY created_at, valid_at", (org_id,),
+        ).fetchall()
+
+
+def test_turn_key_is_a_valid_key() -> None:
+    from service.domain.redaction import REDACTOR
+    from service.lifecycle.ingest import Turn, turn_key
+    from service.schemas.memories import KEY_MAX, check_key
+
+    assert turn_key(Turn("conv-26:D1:3", "x")) == "conv-26:D1:3"  # the id itself when valid
+    for bad in ("x" * 300, " padded ", "line\nbreak", "sk-live-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6", "+1 415 555 0100"):
+        key = turn_key(Turn(bad, "x"))
+        assert key.startswith("sha256:") and len(key) <= KEY_MAX
+        assert check_key(key) == key and not REDACTOR.redact(key).counts
+        assert key == turn_key(Turn(bad, "y"))  # stable: the id's, not the text's
+    assert item_of(Turn("t1", "hello there", speaker="Ana"), Mapping("kim"), "jsonl")["key"] == "t1"
+
+
+async def test_rerun_is_idempotent_by_key_and_an_edited_turn_is_updated(pg_url: str, key: Key, tmp_path: Path) -> None:
+    rows = [
+        {"id": "m1", "text": "I moved to Lisbon last spring to join a robotics startup.", "speaker": "Ana", "session": 1},
+        {"id": "m2", "text": "We build warehouse robots that sort parcels by weight and size.", "speaker": "Ana", "session": 1},
+        {"id": "m3", "text": "My sister adopted a grey kitten called Pixel last weekend.", "speaker": "Ben", "session": 1},
+    ]
+    fmt, turns = read_turns("\n".join(json.dumps(r) for r in rows))
+    ck = tmp_path / "ck.jsonl"
+    async with local_target(pg_url, key) as target:
+        with Checkpoint(ck) as checkpoint:
+            first = await ingest(turns, target, Mapping("kim"), fmt, checkpoint=checkpoint, summary=IngestSummary())
+        assert first.created == 3
+        stored = keyed(pg_url, key.org_id)
+        assert sorted(r[1] for r in stored) == ["m1", "m2", "m3"] and all(r[3] for r in stored)
+
+        # Without the resume file: every turn is a keyed duplicate, nothing new is stored.
+        again = await ingest(turns, target, Mapping("kim"), fmt, checkpoint=Checkpoint(None), summary=IngestSummary())
+        assert (again.created, again.updated, again.duplicate) == (0, 0, 3)
+
+        # m2 edited in the file: the same command (same resume file) sends only m2, which
+        # replaces the memory under its key; the old text is kept as history.
+        rows[1]["text"] = "We build warehouse robots that sort parcels by weight, size and destination."
+        fmt, edited = read_turns("\n".join(json.dumps(r) for r in rows))
+        with Checkpoint(ck) as checkpoint:
+            rerun = await ingest(edited, target, Mapping("kim"), fmt, checkpoint=checkpoint, summary=IngestSummary())
+        assert (rerun.resumed, rerun.created, rerun.updated, rerun.duplicate) == (2, 0, 1, 0)
+        with Checkpoint(ck) as checkpoint:
+            assert (await ingest(edited, target, Mapping("kim"), fmt, checkpoint=checkpoint,
+                                 summary=IngestSummary())).resumed == 3
+
+    stored = keyed(pg_url, key.org_id)
+    m2 = [(r[2], r[3]) for r in stored if r[1] == "m2"]
+    assert sorted(m2) == [
+        ("Ana: We build warehouse robots that sort parcels by weight and size.", False),
+        ("Ana: We build warehouse robots that sort parcels by weight, size and destination.", True),
+    ]
+    assert len(stored) == 4
+
+
+async def test_the_same_words_twice_are_one_memory(app: FastAPI, pg_url: str, key: Key, tmp_path: Path) -> None:
+    """Two turns with the same text in one namespace: the second cannot hold a key of its own
+    (remember refuses it), so it is sent without one and is a duplicate, as before keys; in
+    one batch (422) or across batches (409), over HTTP and locally."""
+    said = "Sounds great, see you at the climbing gym on Saturday morning then!"
+    rows = [
+        {"id": "a1", "text": "Shall we go climbing at the gym this Saturday morning?", "speaker": "Ana", "session": 1},
+        {"id": "a2", "text": said, "speaker": "Ben", "session": 1},
+        {"id": "a3", "text": "I will bring the spare harness and the chalk bag for you.", "speaker": "Ana", "session": 1},
+        {"id": "a4", "text": said, "speaker": "Ben", "session": 1},
+    ]
+    fmt, turns = read_turns("\n".join(json.dumps(r) for r in rows))
+    http = HttpTarget("http://test", key.key, transport=httpx.ASGITransport(app=app))
+    try:
+        for namespace, batch_size in (("one-batch", 4), ("across", 2)):
+            summary = await ingest(turns, http, Mapping(namespace), fmt, checkpoint=Checkpoint(None),
+                                   summary=IngestSummary(), batch_size=batch_size)
+            assert (summary.created, summary.duplicate, summary.without_key) == (3, 1, 1), namespace
+            rerun = await ingest(turns, http, Mapping(namespace), fmt, checkpoint=Checkpoint(None),
+                                 summary=IngestSummary(), batch_size=batch_size)
+            assert (rerun.created, rerun.duplicate, rerun.without_key) == (0, 4, 1), namespace
+    finally:
+        await http.close()
+    async with local_target(pg_url, key) as target:
+        local = await ingest(turns, target, Mapping("local"), fmt, checkpoint=Checkpoint(None),
+                             summary=IngestSummary(), batch_size=4)
+    assert (local.created, local.duplicate, local.without_key) == (3, 1, 1)
+    stored = keyed(pg_url, key.org_id)
+    for namespace in ("one-batch:s1", "across:s1", "local:s1"):
+        assert sorted(r[1] for r in stored if r[0] == namespace) == ["a1", "a2", "a3"]

@@ -105,7 +105,7 @@ def rows(url: str, org_id: Any) -> list[tuple[Any, ...]]:
         mems = conn.execute(
             "SELECT id, namespace, type, name, content, content_hash, embedding::text, project, domain,"
             " agent_id, tags, source, origin, url, valid_at, created_at, updated_at, superseded_by,"
-            " expires_at, metadata FROM memories WHERE org_id = %s ORDER BY id",
+            " expires_at, metadata, key FROM memories WHERE org_id = %s ORDER BY id",
             (org_id,),
         ).fetchall()
         rels = conn.execute(
@@ -211,3 +211,91 @@ async def test_import_refuses_a_foreign_file(fresh_db: str, tmp_path: Path) -> N
     async with resources(fresh_db) as target:
         with pytest.raises(InvalidInput):
             await import_store(target, path, org="x")
+
+
+KEYED = [
+    ("db", "The staging database listens on port 5433, not the default 5432."),
+    ("pool", "Staging runs pgbouncer in transaction mode, so prepared statements stay off."),
+    ("db", "The staging database moved to port 6432 behind the new connection pooler."),
+]
+
+
+async def keyed_seed(client: httpx.AsyncClient, auth: dict[str, str]) -> None:
+    for key, content in KEYED:
+        r = await client.post("/v1/remember", json={"namespace": "kay", "key": key, "content": content}, headers=auth)
+        assert r.status_code == 201, r.text
+
+
+async def export_lines(url: str, org: str) -> list[dict[str, Any]]:
+    out = io.StringIO()
+    async with resources(url) as source:
+        await export_store(source, out, org=org)
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def write(path: Path, lines: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def current_keys(url: str, org: str) -> dict[str, str]:
+    with psycopg.connect(url) as conn:
+        return dict(conn.execute(
+            "SELECT m.key, m.content FROM memories m JOIN orgs o USING (org_id) WHERE o.name = %s"
+            " AND m.key IS NOT NULL AND m.superseded_by IS NULL", (org,),
+        ).fetchall())
+
+
+async def test_keys_round_trip_and_import_is_idempotent_by_key(
+    client: httpx.AsyncClient, key: Key, pg_url: str, fresh_db: str, tmp_path: Path
+) -> None:
+    await keyed_seed(client, key.headers)
+    lines = await export_lines(pg_url, key.org)
+    memories = [line for line in lines if line["kind"] == "memory"]
+    # Export holds every column, the key included, on current and superseded versions alike.
+    assert [(m["key"], m["superseded_by"] is None) for m in memories] == [("db", False), ("pool", True), ("db", True)]
+    path = write(tmp_path / "keyed.jsonl", lines)
+
+    async with resources(fresh_db) as target:
+        first = await import_store(target, path, org="copy")
+        again = await import_store(target, path, org="copy")
+    assert (first.created, first.keys, first.conflict) == (3, 3, 0)
+    assert (again.created, again.existing, again.conflict) == (0, 3, 0)
+    with psycopg.connect(fresh_db) as conn:
+        org_id = conn.execute("SELECT org_id FROM orgs WHERE name = 'copy'").fetchone()[0]  # type: ignore[index]
+    mine, copied = rows(pg_url, key.org_id), rows(fresh_db, org_id)
+    assert mine == copied  # every column, keys included
+
+    # The same memories under other ids (another store's export): not inserted twice. The
+    # same content under a current key is a duplicate; other content is a conflict, skipped.
+    pool = next(m for m in memories if m["key"] == "pool")
+    twin = {**pool, "id": str(uuid.uuid4())}
+    rival = {**pool, "id": str(uuid.uuid4()), "key": "db",
+             "content": "The staging database is reached through an SSH tunnel on port 2222."}
+    other = write(tmp_path / "other.jsonl", [lines[0], twin, rival, lines[-1]])
+    async with resources(fresh_db) as target:
+        summary = await import_store(target, other, org="copy")
+    assert (summary.created, summary.duplicate, summary.conflict) == (0, 1, 1)
+    assert summary.conflicts == [{"namespace": "kay", "key": "db", "id": rival["id"],
+                                  "current_id": next(m["id"] for m in memories if m["key"] == "db" and not m["superseded_by"])}]
+    assert summary.as_dict()["conflict"] == 1
+    assert current_keys(fresh_db, "copy") == {"db": KEYED[2][1], "pool": KEYED[1][1]}
+
+    # The source writes the key again; its next export, imported, carries the change over:
+    # the file says the copy's current version was superseded, so the new one replaces it.
+    newest = "The staging database now listens on port 7432 after the pooler upgrade."
+    r = await client.post("/v1/remember", json={"namespace": "kay", "key": "db", "content": newest}, headers=key.headers)
+    assert r.json()["status"] == "updated"
+    later = write(tmp_path / "later.jsonl", await export_lines(pg_url, key.org))
+    async with resources(fresh_db) as target:
+        synced = await import_store(target, later, org="copy")
+    assert (synced.created, synced.existing, synced.conflict) == (1, 3, 0)
+    assert current_keys(fresh_db, "copy") == {"db": newest, "pool": KEYED[1][1]}
+    # The same chain on both sides (an existing row's own times are not rewritten by import).
+    def chain(url: str, org: Any) -> list[tuple[Any, ...]]:
+        with psycopg.connect(url) as conn:
+            return conn.execute(
+                "SELECT id, key, superseded_by, content FROM memories WHERE org_id = %s ORDER BY id", (org,)
+            ).fetchall()
+
+    assert chain(pg_url, key.org_id) == chain(fresh_db, org_id)

@@ -142,6 +142,18 @@ async def test_batch_with_keys(client: httpx.AsyncClient, auth: dict[str, str]) 
     assert [i["status"] for i in again.json()["items"]] == ["duplicate", "duplicate"]
 
 
+async def test_batch_conflict_names_the_item(client: httpx.AsyncClient, auth: dict[str, str]) -> None:
+    await remember(client, auth, content=V3, key="one")
+    response = await client.post(
+        "/v1/remember/batch",
+        json={"items": [{"namespace": "alice", "content": V1, "key": "x"}, {"namespace": "alice", "content": V3, "key": "y"}]},
+        headers=auth,
+    )
+    assert response.status_code == 409
+    assert response.json()["error"]["field"] == "items.1.content"
+    assert await by_key(client, auth, "x") == []
+
+
 async def test_batch_repeating_a_key_is_refused(client: httpx.AsyncClient, auth: dict[str, str]) -> None:
     response = await client.post(
         "/v1/remember/batch",
