@@ -130,9 +130,9 @@ def _goal_ctes(goal: RankingPlan) -> list[str]:
         )
         ctes.append(
             """hits AS MATERIALIZED (
-            SELECT m.id, m.tsv, length(m.tsv)::float8 / avg(length(m.tsv)) OVER () AS rel_len
-            FROM typed t JOIN memories m ON m.org_id = :org AND m.id = t.id, q
-            WHERE t.ti IS NOT NULL AND m.tsv @@ q.tsq)"""
+            SELECT t.id, t.tsv, length(t.tsv)::float8 / avg(length(t.tsv)) OVER () AS rel_len
+            FROM typed t, q
+            WHERE t.ti IS NOT NULL AND t.tsv @@ q.tsq)"""
         )
         ctes.append(
             r"""terms AS MATERIALIZED (
@@ -168,14 +168,14 @@ def _goal_ctes(goal: RankingPlan) -> list[str]:
             FROM tf JOIN idf i USING (lexeme)
             GROUP BY tf.id)"""
         )
-    cosine = "1 - (m.embedding <=> CAST(:qvec AS vector))" if use_vec else "NULL::float8"
+    cosine = "1 - b.dist" if use_vec else "NULL::float8"
     lexical = "coalesce(l.share, 0)" if use_lex else "0::float8"
     matched = "coalesce(l.matched, '{}'::text[])" if use_lex else "'{}'::text[]"
     lex_join = "LEFT JOIN lex l ON l.id = b.id" if use_lex else ""
     ctes.append(
-        f"""goal_raw AS (
-        SELECT b.id, m.type, {cosine} AS cosine, {lexical} AS lexical, {matched} AS matched
-        FROM base b JOIN memories m ON m.org_id = :org AND m.id = b.id {lex_join})"""
+        f"""goal_raw AS MATERIALIZED (
+        SELECT b.id, b.type, {cosine} AS cosine, {lexical} AS lexical, {matched} AS matched
+        FROM base b {lex_join})"""
     )
     if goal.mode == "hybrid":
         relevance, is_match = ":vw * r.cosine + (1 - :vw) * r.lexical", "r.cosine >= :floor"
@@ -205,19 +205,30 @@ def build_wake_sql(scope: Scope, plan: WakePlan | None = None) -> str:
     live = "" if scope.include_superseded else "AND p.superseded_by IS NULL"
     cols = ", ".join(f"m.{c}" for c in _MEMORY_COLUMNS)
     goal = plan.goal if plan is not None else None
+    # A goal's inputs are read with the chain's rows, in the one pass over them: the
+    # distance to the goal's vector (cast once, an InitPlan) and the full-text vector.
+    extra: list[str] = []
+    if goal is not None and goal.mode in ("hybrid", "vector"):
+        extra.append("dist")
+    if goal is not None and goal.mode in ("hybrid", "lexical"):
+        extra.append("tsv")
+    read = {"dist": "m.embedding <=> (SELECT CAST(:qvec AS vector)) AS dist", "tsv": "m.tsv"}
+    pool_extra = "".join(f", {read[c]}" for c in extra)
+    typed_extra = "".join(f", p.{c}" for c in extra)
+    grouped_extra = "".join(f", t.{c}" for c in ["type", *extra]) if goal is not None else ""
     head = f"""
     WITH pool AS MATERIALIZED (
         SELECT m.id, m.namespace, m.type, m.created_at, m.superseded_by,
-               lower(coalesce(m.metadata->>'status', '')) AS status
+               lower(coalesce(m.metadata->>'status', '')) AS status{pool_extra}
         FROM memories m WHERE {pool_scope}),
     typed AS (
         SELECT p.id, p.namespace, p.type, p.created_at, p.status,
                array_position(CAST(:types AS text[]), p.type::text) AS ti,
-               length(p.namespace) - length(replace(p.namespace, ':', '')) AS depth
+               length(p.namespace) - length(replace(p.namespace, ':', '')) AS depth{typed_extra}
         FROM pool p
         WHERE true {live}),
     grouped AS (
-        SELECT t.id, t.created_at, t.depth,
+        SELECT t.id, t.created_at, t.depth{grouped_extra},
                CASE WHEN t.namespace = :user_ns
                     THEN (CAST(:group_at_user AS int[]))[t.ti]
                     ELSE (CAST(:group_below_user AS int[]))[t.ti] END AS grp,
