@@ -35,9 +35,10 @@ in days so that closeness decides among the same day's memories: the session's d
 this morning before the user-level one written a minute ago. Every key is stored data: the same store and the same call
 give the same pack, byte for byte, goal or no goal; the time of the call plays no part.
 
-The goal: matched as every pack matches (the same hybrid relevance and the same relevance
-gate, store/retrieval.py), among the wake groups' memories, with one more condition: the
-match must be semantic (cosine at or above the relevance floor, when vectors are used). A
+The goal: scored as every pack scores (the same hybrid relevance, store/retrieval.py), on
+the qualifying memories only and inside the wake statement itself (store/wake.py: one round
+trip, no ranking pass over the scope), and a match must be semantic (cosine at or above the
+relevance floor; the lexical share at or above its minimum in lexical mode). A
 word shared by accident ("start of session" and a pytest gotcha about session fixtures,
 cosine 0.20) passes the gate's lexical route but does not reorder a working set. A match is pulled
 forward within its group; it never leaves its group or changes the quotas, so a goal never
