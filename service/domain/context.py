@@ -84,18 +84,22 @@ class PackBuilder:
         """Why ``row`` is in the pack, in words."""
         if row.via_id is not None:
             return f"related to {row.via_id} via {row.via_relationship}"
-        parts: list[str] = []
-        if row.matched:
-            phrases = ranking.matched_phrases(self.query, row.matched) or row.matched
-            parts.append("matched goal terms " + ", ".join(f"'{p}'" for p in phrases[:4]))
-        if row.cosine is not None:
-            parts.append(f"semantic {row.cosine:.2f}")
-        text = " + ".join(parts) or "matched the goal"
+        text = self.match_reason(row.matched, row.cosine)
         if facet in self.intent_facets and row.prior > 1.0:
             text += f"; {row.type} prioritised for {self.req.intent} intent"
         if self.req.domain is not None and row.domain == self.req.domain:
             text += f"; in domain '{row.domain}'"
         return text
+
+    def match_reason(self, matched: list[str], cosine: float | None) -> str:
+        """What the goal matched in an item: its terms (as the goal wrote them), its cosine."""
+        parts: list[str] = []
+        if matched:
+            phrases = ranking.matched_phrases(self.query, matched) or matched
+            parts.append("matched goal terms " + ", ".join(f"'{p}'" for p in phrases[:4]))
+        if cosine is not None:
+            parts.append(f"semantic {cosine:.2f}")
+        return " + ".join(parts) or "matched the goal"
 
     def item(self, row: RankedRow) -> ContextItem:
         facet = facet_of(row.type)
@@ -114,16 +118,20 @@ class PackBuilder:
             related=[ContextRelated(**r, distance=1) for r in row.related],
         )
 
-    def wake_item(self, row: WakeRow, matched: RankedRow | None, pulled: bool) -> ContextItem:
+    def wake_item(self, row: WakeRow, pulled: bool) -> ContextItem:
         """A wake pack's item: its facet is its wake group; the reason says why it is in
-        the working set and what the goal matched (``pulled``: and moved it forward)."""
+        the working set and what the goal matched, if it is a match (``pulled``: the goal
+        moved it forward)."""
         facet = wake.WAKE_GROUPS[row.group].facet
         reason = wake.wake_reason(facet, row.namespace)
         score = 0.0
-        if matched is not None:
+        if row.goal_score is not None:
+            why = self.match_reason(row.matched, row.cosine)
+            if self.req.domain is not None and row.domain == self.req.domain:
+                why += f"; in domain '{row.domain}'"
             moved = "; pulled forward by the goal" if pulled else ""
-            reason = f"{self.reason(matched, facet)}{moved}; {reason}"
-            score = round(matched.score, 4)
+            reason = f"{why}{moved}; {reason}"
+            score = round(row.goal_score, 4)
         return ContextItem(
             id=row.id,
             type=row.type,
@@ -409,10 +417,7 @@ async def _compile_wake(
         limit=limit,
     )
     builder = PackBuilder(req, query, embedder.count_tokens)
-    picked = [
-        builder.wake_item(row, result.matches.get(row.id), result.goal_used)
-        for row in result.selection.rows
-    ]
+    picked = [builder.wake_item(row, result.goal_used) for row in result.selection.rows]
     sections = builder.sections(picked)
     if picked:
         rendered = render_pack(
@@ -439,7 +444,7 @@ async def _compile_wake(
         rendered,
         gated_out=0,
         details={
-            "candidates": len(result.matches),
+            "candidates": result.selection.matched,
             "scope_rows": result.selection.in_scope,
             "wake": {
                 "qualified": result.selection.qualified,

@@ -35,9 +35,10 @@ in days so that closeness decides among the same day's memories: the session's d
 this morning before the user-level one written a minute ago. Every key is stored data: the same store and the same call
 give the same pack, byte for byte, goal or no goal; the time of the call plays no part.
 
-The goal: matched as every pack matches (the same hybrid relevance and the same relevance
-gate, store/retrieval.py), among the wake groups' memories, with one more condition: the
-match must be semantic (cosine at or above the relevance floor, when vectors are used). A
+The goal: scored as every pack scores (the same hybrid relevance, store/retrieval.py), on
+the qualifying memories only and inside the wake statement itself (store/wake.py: one round
+trip, no ranking pass over the scope), and a match must be semantic (cosine at or above the
+relevance floor; the lexical share at or above its minimum in lexical mode). A
 word shared by accident ("start of session" and a pytest gotcha about session fixtures,
 cosine 0.20) passes the gate's lexical route but does not reorder a working set. A match is pulled
 forward within its group; it never leaves its group or changes the quotas, so a goal never
@@ -57,7 +58,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.config import Settings
 from service.domain import ranking
 from service.embedding import AsyncEmbedder
-from service.store.retrieval import Mode, RankedRow, RetrievalRepository, Scope
+from service.store.retrieval import Mode, RankingPlan, Scope
 from service.store.wake import WakePlan, WakeRepository, WakeSelection
 
 
@@ -164,8 +165,6 @@ def build_wake_plan(namespace: str, limit: int, matches: dict[uuid.UUID, float])
 @dataclass
 class WakeResult:
     selection: WakeSelection
-    # The goal's matches among wake material (id -> the ranked row), before the generic test.
-    matches: dict[uuid.UUID, RankedRow]
     # True when the goal re-ranked the pack (it matched, and not too broadly).
     goal_used: bool
 
@@ -181,7 +180,8 @@ async def select_wake(
     retrieval: Mode,
     limit: int,
 ) -> WakeResult:
-    """The wake pack's memories for a call at ``namespace`` within ``scope``.
+    """The wake pack's memories for a call at ``namespace`` within ``scope``, in one
+    statement, goal or no goal.
 
     Args:
         session: the call's session.
@@ -192,40 +192,31 @@ async def select_wake(
         limit: the most items.
 
     Returns:
-        The selection in pick order, the goal's matches, and whether the goal re-ranked.
+        The selection in pick order (each row with what the goal matched in it), and
+        whether the goal re-ranked.
     """
-    repo = WakeRepository(session)
-    matches: dict[uuid.UUID, RankedRow] = {}
+    plan = build_wake_plan(namespace, limit, {})
     if goal_query:
-        matches = await _goal_matches(session, embedder, settings, scope, goal_query, retrieval)
-    relevance = {k: row.score for k, row in matches.items()}
-    selection = await repo.select(scope, build_wake_plan(namespace, limit, relevance))
-    if not selection.matched:
-        return WakeResult(selection, matches, goal_used=False)
-    if selection.matched > GENERIC_MATCH_SHARE * selection.qualified:
-        # The goal matches most of what qualifies: it tells nothing apart.
-        default = await repo.select(scope, build_wake_plan(namespace, limit, {}))
-        default.matched = selection.matched
-        return WakeResult(default, matches, goal_used=False)
-    return WakeResult(selection, matches, goal_used=True)
+        plan = replace(
+            plan,
+            goal=await _goal_plan(embedder, settings, goal_query, retrieval),
+            match_limit=MATCH_LIMIT,
+            generic_share=GENERIC_MATCH_SHARE,
+        )
+    selection = await WakeRepository(session).select(scope, plan)
+    # The statement applied the same test: the goal re-orders when it matched, and not
+    # more than GENERIC_MATCH_SHARE of what qualifies (else it tells nothing apart).
+    used = 0 < selection.matched <= GENERIC_MATCH_SHARE * selection.qualified
+    return WakeResult(selection, goal_used=used)
 
 
-async def _goal_matches(
-    session: AsyncSession,
-    embedder: AsyncEmbedder,
-    settings: Settings,
-    scope: Scope,
-    query: str,
-    retrieval: Mode,
-) -> dict[uuid.UUID, RankedRow]:
-    """The wake material the goal matches: the relevance-gated candidates of the same
-    ranking every pack uses (no intent prior, no recency), scored by relevance alone, that
-    are also semantically close (cosine at or above the relevance floor)."""
-    repo = RetrievalRepository(session)
-    typed = replace(scope, types=wake_types())
+async def _goal_plan(
+    embedder: AsyncEmbedder, settings: Settings, query: str, retrieval: Mode
+) -> RankingPlan:
+    """How the wake statement scores the goal: the relevance every pack uses (the same
+    weights, floors and BM25; no intent prior, no recency), on the qualifying memories."""
     vector = await embedder.embed_query(query) if retrieval != "lexical" else None
-    scope_rows = await repo.scope_size(typed, settings.exact_scan_max_rows + 1)
-    plan = ranking.build_plan(
+    return ranking.build_plan(
         ranking.PlanInputs(
             mode=retrieval,
             layer="wake",
@@ -239,9 +230,6 @@ async def _goal_matches(
         ),
         settings,
     )
-    ranked = await repo.rank(typed, plan, scope_rows)
-    floor = settings.relevance_floor
-    return {row.id: row for row in ranked.rows if row.cosine is None or row.cosine >= floor}
 
 
 def level_of(namespace: str) -> str:
