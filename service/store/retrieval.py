@@ -202,6 +202,54 @@ def _edges(item: str) -> str:
         FROM relations r WHERE r.org_id = :org AND r.target_id = {item}"""
 
 
+SCOPE_N_SQL = """(SELECT count(*) FROM memories m
+                WHERE m.org_id = :org AND m.namespace = ANY(CAST(:namespaces AS text[])))::float8"""
+"""N of BM25's idf counted in the statement: the memories of the scope's namespaces."""
+
+
+def bm25_ctes(scope_n: str, lex_tail: str = "") -> list[str]:
+    """BM25 over the goal's terms, as CTEs that follow a ``q`` (``terms``: the goal's
+    lexemes) and a ``hits`` CTE (``id, tsv, rel_len``): ``terms``, ``tf``, ``idf`` and
+    ``lex`` (``id, share, matched``). One definition for every statement that scores the
+    goal's words: the ranked pack here and the wake statement (store/wake.py).
+
+    Args:
+        scope_n: SQL for N, the number of memories in scope (idf's denominator).
+        lex_tail: appended to ``lex`` after its GROUP BY (an ORDER BY / LIMIT cap).
+    """
+    return [
+        # One tsquery per goal lexeme, quoted as tsquery input wants (quotes and
+        # backslashes doubled); "\:A" is ":A" (weight A, the name) past SQLAlchemy.
+        r"""terms AS MATERIALIZED (
+            SELECT t.lexeme, t.quoted::tsquery AS tq, (t.quoted || '\:A')::tsquery AS tq_name
+            FROM q CROSS JOIN LATERAL (
+                SELECT lexeme,
+                       '''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''
+                FROM unnest(q.terms) AS lexeme) AS t(lexeme, quoted))""",
+        # Term frequency from two matches per hit and term rather than by unnesting each
+        # hit's positions (several times slower): 1, plus 1 when the name has the term too.
+        """tf AS MATERIALIZED (
+            SELECT h.id, h.rel_len, t.lexeme, 1 + (h.tsv @@ t.tq_name)::int::float8 AS tf,
+                   count(*) OVER (PARTITION BY t.lexeme)::float8 AS df
+            FROM hits h JOIN terms t ON h.tsv @@ t.tq)""",
+        # idf of every goal term, matched or not: their sum is the lexical share's denominator.
+        f"""idf AS MATERIALIZED (
+            SELECT t.lexeme,
+                   ln(1 + (greatest({scope_n}, coalesce(d.df, 0))
+                           - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5)) AS idf
+            FROM q CROSS JOIN LATERAL unnest(q.terms) AS t(lexeme)
+            LEFT JOIN (SELECT DISTINCT lexeme, df FROM tf) d USING (lexeme))""",
+        f"""lex AS (
+            SELECT tf.id,
+                   sum(i.idf * tf.tf * (:k1 + 1) / (tf.tf + :k1 * (1 - :b + :b * tf.rel_len)))
+                     / nullif((SELECT sum(idf) FROM idf) * (:k1 + 1), 0) AS share,
+                   array_agg(tf.lexeme ORDER BY i.idf DESC, tf.lexeme) AS matched
+            FROM tf JOIN idf i USING (lexeme)
+            GROUP BY tf.id
+            {lex_tail})""",
+    ]
+
+
 def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
     """The ranking statement for this scope and plan (see the module docstring).
 
@@ -255,52 +303,10 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
                       WHERE {in_scope} AND m.tsv @@ q.tsq LIMIT :lex_cap) h)"""
             )
     if use_lex:
-        ctes.append(
-            # One tsquery per goal lexeme, quoted as tsquery input wants (quotes and
-            # backslashes doubled); "\:A" is ":A" (weight A, the name) past SQLAlchemy.
-            r"""terms AS MATERIALIZED (
-            SELECT t.lexeme, t.quoted::tsquery AS tq, (t.quoted || '\:A')::tsquery AS tq_name
-            FROM q CROSS JOIN LATERAL (
-                SELECT lexeme,
-                       '''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''
-                FROM unnest(q.terms) AS lexeme) AS t(lexeme, quoted))"""
-        )
-        # Term frequency from two matches per hit and term rather than by unnesting each
-        # hit's positions (several times slower): 1, plus 1 when the name has the term too.
-        ctes.append(
-            """tf AS MATERIALIZED (
-            SELECT h.id, h.rel_len, t.lexeme, 1 + (h.tsv @@ t.tq_name)::int::float8 AS tf,
-                   count(*) OVER (PARTITION BY t.lexeme)::float8 AS df
-            FROM hits h JOIN terms t ON h.tsv @@ t.tq)"""
-        )
-        # idf of every goal term, matched or not: their sum is the lexical share's denominator.
         # N: the memories of the scope's namespaces: counted here for a narrow scope (an
         # index-only scan), the probe's capped count for a wide one.
-        scope_n = (
-            """(SELECT count(*) FROM memories m
-                WHERE m.org_id = :org AND m.namespace = ANY(CAST(:namespaces AS text[])))::float8"""
-            if narrow
-            else "CAST(:scope_n AS float8)"
-        )
-        ctes.append(
-            f"""idf AS MATERIALIZED (
-            SELECT t.lexeme,
-                   ln(1 + (greatest({scope_n}, coalesce(d.df, 0))
-                           - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5)) AS idf
-            FROM q CROSS JOIN LATERAL unnest(q.terms) AS t(lexeme)
-            LEFT JOIN (SELECT DISTINCT lexeme, df FROM tf) d USING (lexeme))"""
-        )
-        ctes.append(
-            """lex AS (
-            SELECT tf.id,
-                   sum(i.idf * tf.tf * (:k1 + 1) / (tf.tf + :k1 * (1 - :b + :b * tf.rel_len)))
-                     / nullif((SELECT sum(idf) FROM idf) * (:k1 + 1), 0) AS share,
-                   array_agg(tf.lexeme ORDER BY i.idf DESC, tf.lexeme) AS matched
-            FROM tf JOIN idf i USING (lexeme)
-            GROUP BY tf.id
-            ORDER BY share DESC, tf.id
-            LIMIT :n_cand)"""
-        )
+        scope_n = SCOPE_N_SQL if narrow else "CAST(:scope_n AS float8)"
+        ctes += bm25_ctes(scope_n, lex_tail="ORDER BY share DESC, tf.id\n            LIMIT :n_cand")
     # The candidates, each once, carrying its lexical share (0 for vector-only ones).
     if use_vec and use_lex:
         ctes.append(

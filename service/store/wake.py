@@ -39,8 +39,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store.retrieval import (
     _MEMORY_COLUMNS,
+    SCOPE_N_SQL,
     RankingPlan,
     Scope,
+    bm25_ctes,
     memory_fields,
     scope_params,
     scope_sql,
@@ -134,40 +136,7 @@ def _goal_ctes(goal: RankingPlan) -> list[str]:
             FROM typed t, q
             WHERE t.ti IS NOT NULL AND t.tsv @@ q.tsq)"""
         )
-        ctes.append(
-            r"""terms AS MATERIALIZED (
-            SELECT t.lexeme, t.quoted::tsquery AS tq, (t.quoted || '\:A')::tsquery AS tq_name
-            FROM q CROSS JOIN LATERAL (
-                SELECT lexeme,
-                       '''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''
-                FROM unnest(q.terms) AS lexeme) AS t(lexeme, quoted))"""
-        )
-        ctes.append(
-            """tf AS MATERIALIZED (
-            SELECT h.id, h.rel_len, t.lexeme, 1 + (h.tsv @@ t.tq_name)::int::float8 AS tf,
-                   count(*) OVER (PARTITION BY t.lexeme)::float8 AS df
-            FROM hits h JOIN terms t ON h.tsv @@ t.tq)"""
-        )
-        ctes.append(
-            """idf AS MATERIALIZED (
-            SELECT t.lexeme,
-                   ln(1 + (greatest((SELECT count(*) FROM memories m
-                                     WHERE m.org_id = :org
-                                       AND m.namespace = ANY(CAST(:namespaces AS text[])))::float8,
-                                    coalesce(d.df, 0))
-                           - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5)) AS idf
-            FROM q CROSS JOIN LATERAL unnest(q.terms) AS t(lexeme)
-            LEFT JOIN (SELECT DISTINCT lexeme, df FROM tf) d USING (lexeme))"""
-        )
-        ctes.append(
-            """lex AS (
-            SELECT tf.id,
-                   sum(i.idf * tf.tf * (:k1 + 1) / (tf.tf + :k1 * (1 - :b + :b * tf.rel_len)))
-                     / nullif((SELECT sum(idf) FROM idf) * (:k1 + 1), 0) AS share,
-                   array_agg(tf.lexeme ORDER BY i.idf DESC, tf.lexeme) AS matched
-            FROM tf JOIN idf i USING (lexeme)
-            GROUP BY tf.id)"""
-        )
+        ctes += bm25_ctes(SCOPE_N_SQL)
     cosine = "1 - b.dist" if use_vec else "NULL::float8"
     lexical = "coalesce(l.share, 0)" if use_lex else "0::float8"
     matched = "coalesce(l.matched, '{}'::text[])" if use_lex else "'{}'::text[]"
