@@ -347,7 +347,10 @@ _UUID_RE = re.compile(
 )
 # snake_case, kebab-case and dotted names made of words (``CTXPACK_GATE_MAX``, ``v1-api``).
 _WORDY_ID_RE = re.compile(r"[A-Za-z]*\d{0,3}(?:[_\-./][A-Za-z]{2,}\d{0,3})+[_\-./]?")
-_VERSION_RE = re.compile(r"v?\d+(?:[._\-]\d+)+(?:[._\-+]?[A-Za-z]+[._\-]?\d*)*")
+# Possessive runs (``++``, ``*+``): a run of letters or digits is never split between two
+# repetitions of the tail group, which made the fullmatch exponential on tokens like
+# ``1.2a1ba1ba1b...!`` (found by a hypothesis test); the matched strings are the same.
+_VERSION_RE = re.compile(r"v?\d+(?:[._\-]\d+)+(?:[._\-+]?[A-Za-z]++[._\-]?\d*+)*")
 RANDOM_MIN_CHARS = 16
 
 

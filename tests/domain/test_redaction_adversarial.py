@@ -54,3 +54,14 @@ def test_unterminated_private_key_header_with_spaces_keeps_its_text() -> None:
 def test_blank_lines_are_not_a_stack_trace() -> None:
     # The gate's frame regexes once let ``^\\s*`` run across every blank line that followed.
     assert "stack_trace" not in GATE.check("\n" * 19_900 + "File x").codes
+
+
+def test_version_shaped_tokens_do_not_backtrack() -> None:
+    # ``1.2a1ba1b...!`` made the version pattern's fullmatch exponential (a hypothesis
+    # test hung on it); with possessive runs it is one pass, and still not a version.
+    from service.domain.redaction import _VERSION_RE, looks_random
+
+    token = "1.2" + "a1b" * 300 + "!"
+    assert _VERSION_RE.fullmatch(token) is None
+    assert looks_random(token) is False
+    assert _VERSION_RE.fullmatch("1.2.3-beta.4") is not None
