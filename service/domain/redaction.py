@@ -38,8 +38,11 @@ import binascii
 import bisect
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import repeat
 from typing import TypeAlias
 
 from service.domain.redaction_normalize import PERCENT_RE, TextView, normalised_view
@@ -180,11 +183,15 @@ _PASSWORD_DIRECTIVES = frozenset(
 )  # fmt: skip
 
 
-def _key_words(key: str) -> list[str]:
+@lru_cache(maxsize=4096)
+def _key_words(key: str) -> tuple[str, ...]:
     spaced = _CAMEL_BOUNDARY_RE.sub("_", key.strip("\"'`:$-"))
-    return [w for w in _KEY_SPLIT_RE.split(spaced.lower()) if w]
+    return tuple(w for w in _KEY_SPLIT_RE.split(spaced.lower()) if w)
 
 
+# Cached: a text holds the same few key names many times (``password: x`` in every line of
+# a config dump), and a key name is no secret.
+@lru_cache(maxsize=4096)
 def _label_for_key(key: str) -> str | None:
     """Label for the secret a key names, or None when the key names no secret."""
     words = _key_words(key)
@@ -192,7 +199,7 @@ def _label_for_key(key: str) -> str | None:
         return None
     for label, suffixes in _KEY_SUFFIXES:
         for suffix in suffixes:
-            if tuple(words[-len(suffix) :]) == suffix:
+            if words[-len(suffix) :] == suffix:
                 return label
     last = words[-1]
     if last in _PASSWORD_DIRECTIVES:
@@ -283,7 +290,7 @@ def _value_is_secret(
     # Keys, tokens and secrets are random strings: at least 8 chars, and a digit
     # (unquoted: identifiers such as ``CertificateIssuerPrivateKeyTypes`` have
     # mixed case too) or, in quotes, mixed case. ``token: expired`` stays.
-    if len(value) < 8 or any(ch.isspace() for ch in value):
+    if len(value) < 8 or any(map(str.isspace, value)):
         return False
     if _HAS_DIGIT_RE.search(value):
         return True
@@ -359,10 +366,14 @@ def shannon_entropy(text: str) -> float:
     if not text:
         return 0.0
     n = len(text)
-    counts: dict[str, int] = {}
-    for ch in text:
-        counts[ch] = counts.get(ch, 0) + 1
-    return -sum(c / n * math.log2(c / n) for c in counts.values())
+    # Counted and summed in C: the cached terms are the very floats ``c / n * log2(c / n)``
+    # that a Python loop would compute, added in the same order.
+    return -sum(map(_entropy_term, Counter(text).values(), repeat(n)))
+
+
+@lru_cache(maxsize=8192)
+def _entropy_term(count: int, n: int) -> float:
+    return count / n * math.log2(count / n)
 
 
 def looks_random(token: str) -> bool:
@@ -376,14 +387,14 @@ def looks_random(token: str) -> bool:
     """
     t = token.strip("=\"'").rstrip(".,")[:1024]
     n = len(t)
-    if n < RANDOM_MIN_CHARS or not any(ch.isdigit() for ch in t):
+    if n < RANDOM_MIN_CHARS or not any(map(str.isdigit, t)):
         return False
     if _UUID_RE.fullmatch(t) or _VERSION_RE.fullmatch(t):
         return False
     entropy = shannon_entropy(t)
     if _HEX_ONLY_RE.fullmatch(t):
         return n >= 32 and entropy >= 3.0
-    if not any(ch.isalpha() for ch in t) or _WORDY_ID_RE.fullmatch(t):
+    if not any(map(str.isalpha, t)) or _WORDY_ID_RE.fullmatch(t):
         return False
     return entropy >= 0.75 * math.log2(min(n, 64))
 
@@ -405,9 +416,9 @@ def _password_like(value: str) -> bool:
         return False
     if _VERSION_RE.fullmatch(value) or _UUID_RE.fullmatch(value) or "://" in value or "@" in value:
         return False
-    has_alpha = any(ch.isalpha() for ch in value)
-    has_digit = any(ch.isdigit() for ch in value)
-    has_symbol = any(not ch.isalnum() for ch in value)
+    has_alpha = any(map(str.isalpha, value))
+    has_digit = any(map(str.isdigit, value))
+    has_symbol = not all(map(str.isalnum, value))
     if not has_alpha:
         return False
     if has_digit:
@@ -422,18 +433,17 @@ def _password_like(value: str) -> bool:
 
 def _strong_token(value: str) -> bool:
     """A token in prose: random-looking, or mixed case with digits and 10+ characters."""
-    if looks_random(value):
-        return True
+    # The cheap test first: most generated tokens pass it, and looks_random costs more.
     return (
         len(value) >= 10
-        and any(ch.isdigit() for ch in value)
-        and any(ch.isupper() for ch in value)
-        and any(ch.islower() for ch in value)
+        and any(map(str.isdigit, value))
+        and any(map(str.isupper, value))
+        and any(map(str.islower, value))
         and not _TECH_WORD_RE.match(value)
         and not _VERSION_RE.fullmatch(value)
         and not _WORDY_ID_RE.fullmatch(value)
         and "://" not in value
-    )
+    ) or looks_random(value)
 
 
 # --------------------------------------------------------------------------
@@ -445,8 +455,9 @@ _Accept = Callable[["re.Match[str]"], str | None]
 
 
 # A finder scans the text itself and yields ``(start, end, label)`` spans, for rules a
-# single regex cannot state in linear time.
-_Finder = Callable[[str], Iterable[tuple[int, int, str]]]
+# single regex cannot state in linear time. It is handed the spans taken so far (it may
+# skip work on a candidate that overlaps one: such a span would be dropped anyway).
+_Finder = Callable[[str, "_Taken"], Iterable[tuple[int, int, str]]]
 
 
 @dataclass(frozen=True)
@@ -547,8 +558,8 @@ def _accept_aws_secret(m: re.Match[str]) -> str | None:
     before = m.string[max(0, m.start() - 100) : m.start()].lower()
     if "aws" not in before and "secret" not in before:
         return None
-    has_upper = any(ch.isupper() for ch in value)
-    has_lower = any(ch.islower() for ch in value)
+    has_upper = any(map(str.isupper, value))
+    has_lower = any(map(str.islower, value))
     return "AWS_SECRET_KEY" if has_upper and has_lower and looks_random(value) else None
 
 
@@ -566,7 +577,9 @@ _RULES: tuple[_Rule, ...] = (
     # -- Private keys: keep the BEGIN/END armour (it says what kind of key it
     #    was), replace the body. The body may be JSON-escaped (``\n``) or cut off
     #    with no END line, as in a trimmed tool output. See _find_private_keys.
-    _Rule("PRIVATE_KEY", None, triggers=("private key",), finder=lambda t: _find_private_keys(t)),
+    _Rule(
+        "PRIVATE_KEY", None, triggers=("private key",), finder=lambda t, _: _find_private_keys(t)
+    ),
     # -- Provider tokens, matched by their documented prefixes.
     _Rule(
         "GITHUB_TOKEN",
@@ -840,7 +853,11 @@ _RULES: tuple[_Rule, ...] = (
         anchored=True,
     ),
     # Long random-looking tokens (base64, hex) shortly after a keyword.
-    _Rule("PASSWORD/API_KEY/SECRET/TOKEN", None, finder=lambda t: _find_random_near_keyword(t)),
+    _Rule(
+        "PASSWORD/API_KEY/SECRET/TOKEN",
+        None,
+        finder=lambda t, taken: _find_random_near_keyword(t, taken),
+    ),
     # -- PII.
     # US SSN: ddd-dd-dddd with the ranges the SSA never issues excluded.
     _Rule(
@@ -893,7 +910,11 @@ _RULES: tuple[_Rule, ...] = (
     ),
     # Secrets hidden in base64: a run that decodes to printable text in which a rule
     # above finds a secret is replaced whole (``cGFzc3dvcmQ9aHVudGVyMg==``).
-    _Rule("(label of the decoded secret)", None, finder=lambda t: _find_base64_secrets(t)),
+    _Rule(
+        "(label of the decoded secret)",
+        None,
+        finder=lambda t, taken: _find_base64_secrets(t, taken),
+    ),
 )
 
 
@@ -1107,7 +1128,7 @@ _KEYWORD_LABELS = (
 )
 
 
-def _find_random_near_keyword(text: str) -> Iterable[tuple[int, int, str]]:
+def _find_random_near_keyword(text: str, taken: _Taken) -> Iterable[tuple[int, int, str]]:
     """Random-looking tokens (see :func:`looks_random`) at most 80 characters after a
     keyword on the same line, unless a word such as "commit", "sha" or "id" stands
     between them (``key rotation landed in commit 9f86d081...``)."""
@@ -1116,45 +1137,66 @@ def _find_random_near_keyword(text: str) -> Iterable[tuple[int, int, str]]:
     # the result does not depend on how far the last keyword is once earlier parts have
     # been replaced (redaction stays idempotent).
     chain_end, chain_label = -1, ""
-    for m in _LONG_TOKEN_RE.finditer(text):
-        token = m.group().rstrip("-_")
+
+    def judge(start: int, token: str) -> str | None:
+        """The label ``token`` gets (None: not a secret), and the chain it leaves."""
+        nonlocal chain_end, chain_label
         if not looks_random(token):
-            continue
-        lo = max(0, m.start() - 80)
-        newline = text.rfind("\n", lo, m.start())
+            return None
+        lo = max(0, start - 80)
+        newline = text.rfind("\n", lo, start)
         if chain_end >= lo and (newline < 0 or newline < chain_end):
-            chain_end = m.start() + len(token)
-            yield m.start(), chain_end, chain_label
-            continue
-        before = text[(newline + 1 if newline >= 0 else lo) : m.start()]
+            chain_end = start + len(token)
+            return chain_label
+        before = text[(newline + 1 if newline >= 0 else lo) : start]
         last = None
         for last in _NEAR_KEYWORD_RE.finditer(before):  # noqa: B007 - the last one counts
             pass
         if last is None or _PUBLIC_VALUE_RE.search(before, last.end()):
-            continue
+            return None
         word = last.group(1).lower()
         label = next(lab for prefix, lab in _KEYWORD_LABELS if prefix in word)
-        chain_end, chain_label = m.start() + len(token), label
-        yield m.start(), chain_end, label
+        chain_end, chain_label = start + len(token), label
+        return label
+
+    # A token an earlier rule has taken cannot be yielded; it matters only through the
+    # chain it may extend, so it is judged (looks_random is the cost) only when a later
+    # token that can still be yielded needs the chain: a text whose every token another
+    # rule took ("token Ab1Cd2...", repeated) costs no judgement at all.
+    pending: list[tuple[int, str]] = []
+    for m in _LONG_TOKEN_RE.finditer(text):
+        token = m.group().rstrip("-_")
+        start, end = m.start(), m.start() + len(token)
+        if taken.overlaps(start, end):
+            pending.append((start, token))
+            continue
+        for earlier in pending:
+            judge(*earlier)
+        pending.clear()
+        label = judge(start, token)
+        if label is not None:
+            yield start, end, label
 
 
 _B64_RUN_RE = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/]{16,}={0,2}(?![A-Za-z0-9+/=_\-])")
 _B64_MAX_CHARS = 8192
+_PRINTABLE_BYTES = bytes([9, 10, 13, *range(32, 127)])
 
 
-def _find_base64_secrets(text: str) -> Iterable[tuple[int, int, str]]:
+def _find_base64_secrets(text: str, taken: _Taken) -> Iterable[tuple[int, int, str]]:
     """Base64 runs that decode to printable text holding a secret; the run is replaced
     whole, with the label of the first secret inside. One level deep: decoded text is
-    scanned by the other rules, not decoded again."""
+    scanned by the other rules, not decoded again. A run an earlier rule has taken (in
+    part) could not be yielded, so it is not decoded."""
     for m in _B64_RUN_RE.finditer(text):
         run = m.group()
-        if len(run) > _B64_MAX_CHARS or len(run) % 4 == 1:
+        if len(run) > _B64_MAX_CHARS or len(run) % 4 == 1 or taken.overlaps(*m.span()):
             continue
         try:
             raw = base64.b64decode(run + "=" * (-len(run) % 4), validate=True)
         except (binascii.Error, ValueError):
             continue
-        if not raw or sum(32 <= b < 127 or b in (9, 10, 13) for b in raw) < 0.95 * len(raw):
+        if not raw or len(raw) - len(raw.translate(None, _PRINTABLE_BYTES)) < 0.95 * len(raw):
             continue
         found = _scan(raw.decode("ascii", "replace"), decode_base64=False)
         if found:
@@ -1204,13 +1246,10 @@ def _anchored_matches(
             yield m
 
 
-def _trigger_index() -> tuple[re.Pattern[str], dict[str, frozenset[str]]]:
-    """One regex finding every rule trigger at every position (longest first), and for
-    each trigger the shorter ones it contains: one pass decides which rules run."""
-    triggers = sorted({t for rule in _RULES for t in rule.triggers}, key=len, reverse=True)
-    pattern = re.compile("(?=(" + "|".join(re.escape(t) for t in triggers) + "))")
-    implied = {t: frozenset(u for u in triggers if u in t) for t in triggers}
-    return pattern, implied
+def _present_triggers(lowered: str) -> set[str]:
+    """The rule triggers that occur in ``lowered``: one substring search per trigger
+    (each a fast C scan), cheaper than one regex trying every trigger at every position."""
+    return {t for t in _TRIGGERS if t in lowered}
 
 
 class _Taken:
@@ -1241,9 +1280,7 @@ def _scan(text: str, *, decode_base64: bool = True) -> list[tuple[int, int, str]
         for m in _PLACEHOLDER_RE.finditer(text):
             taken.add(*m.span())
         text = _PLACEHOLDER_RE.sub(lambda m: "\x00" * len(m.group()), text)
-    present: set[str] = set()
-    for trigger in _TRIGGER_RE.findall(text.lower()):
-        present |= _IMPLIED_TRIGGERS[trigger]
+    present = _present_triggers(text.lower())
     found: list[tuple[int, int, str]] = []
     starts: list[int] | None = None
     for rule in _RULES:
@@ -1252,7 +1289,7 @@ def _scan(text: str, *, decode_base64: bool = True) -> list[tuple[int, int, str]
         if rule.finder is not None:
             if not decode_base64 and rule.finder is _RULES[-1].finder:
                 continue
-            for start, end, label in rule.finder(text):
+            for start, end, label in rule.finder(text, taken):
                 if start < end and not taken.overlaps(start, end):
                     taken.add(start, end)
                     found.append((start, end, label))
@@ -1279,7 +1316,7 @@ def _scan(text: str, *, decode_base64: bool = True) -> list[tuple[int, int, str]
     return found
 
 
-_TRIGGER_RE, _IMPLIED_TRIGGERS = _trigger_index()
+_TRIGGERS: frozenset[str] = frozenset(t for rule in _RULES for t in rule.triggers)
 
 
 def _redact_once(text: str) -> tuple[str, dict[str, int], bool]:

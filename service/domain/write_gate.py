@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -390,12 +391,15 @@ def _symbol_ratio(text: str) -> float:
     hex_chars = 0
     hex_groups = 0
     hex_lettered = 0
-    for token in text.split():
-        total += len(token)
+    # Each distinct token is judged once: prose repeats its words, and a pathological
+    # text ("+1 +1 +1 ...") repeats one token thousands of times.
+    for token, count in Counter(text.split()).items():
+        size = len(token) * count
+        total += size
         if _HEX_GROUP_RE.fullmatch(token):
-            hex_chars += len(token)
-            hex_groups += 1
-            hex_lettered += not token.rstrip(":").isdigit()
+            hex_chars += size
+            hex_groups += count
+            hex_lettered += count * (not token.rstrip(":").isdigit())
         core = token.strip(_EDGE_PUNCT)
         if not core:
             continue
@@ -406,9 +410,9 @@ def _symbol_ratio(text: str) -> float:
                 and _PLAIN_TOKEN_RE.fullmatch(core)
                 and not _MIXED_HEX_RE.fullmatch(core)
             ):
-                plain += len(token)
+                plain += size
         elif sum(ch.isalnum() for ch in core) >= 0.7 * len(core):
-            plain += len(token)  # CJK prose has no spaces: a whole clause is one token
+            plain += size  # CJK prose has no spaces: a whole clause is one token
     if not total:
         return 0.0
     ratio = 1.0 - plain / total
@@ -454,7 +458,18 @@ _LEAD_IN_RE = re.compile(
 )
 
 
+# Every marker above holds one of these (``let me``/``let's``, ``i'll``/``i will``, ``i need
+# to``, ``i should``, ``i'm going to``): a text with none of them has no marker, and is not
+# split into sentences and matched at all. Only ASCII text is tested this way, where
+# ``lower()`` and the pattern's IGNORECASE agree exactly.
+_REASONING_NEEDLES = ("let", "ill", "i'll", "need to", "should", "going to")
+
+
 def _reasoning(text: str, config: GateConfig) -> bool:
+    if config.reasoning_min_markers > 0 and text.isascii():
+        lowered = text.lower()
+        if not any(needle in lowered for needle in _REASONING_NEEDLES):
+            return False
     markers = 0
     led_sentences = 0  # sentences that open with a marker: "Let me check X."
     sentences = 0
@@ -580,8 +595,7 @@ class WriteGate:
             if not code_ok:
                 rejected.append("tool_output")
 
-        words = _WORD_RE.findall(text)
-        if not rejected and _is_fragment(text, words, cfg, named=name is not None):
+        if not rejected and _is_fragment(text, _WORD_RE.findall(text), cfg, named=name is not None):
             rejected.append("fragment")
 
         if rejected:
