@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 HOST ?=
 PORT ?=
 
-.PHONY: install run test test-slow load bench lint clean screenshots console-bench
+.PHONY: install run test test-slow fuzz load bench lint clean screenshots console-bench
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), sys.version' || { echo "need Python >= 3.11 (set PYTHON=...)"; exit 1; }
@@ -31,6 +31,16 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/pytest -m slow -q
+
+# The property tests with fresh random examples, FUZZ_RUNS times (`make test` draws the same
+# ones every run). A failure prints the input: add it to the test as an @example.
+FUZZ_RUNS ?= 5
+fuzz: $(STAMP)
+	for i in $$(seq $(FUZZ_RUNS)); do \
+		CTXPACK_HYPOTHESIS_PROFILE=fuzz HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/pytest -q \
+			-p no:cacheprovider tests/domain/test_redaction.py tests/domain/test_write_gate.py \
+			tests/mcp/test_mcp_limits.py || exit 1; \
+	done
 
 # Load: `ctxpack serve` (real model, embedded Postgres in LOAD_DIR, kept between runs so the
 # seeding happens once), LOAD_MEMORIES stored, then mixed remember/context traffic at the

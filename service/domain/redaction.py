@@ -1361,15 +1361,44 @@ def _redact_once(text: str) -> tuple[str, dict[str, int], bool]:
             glued
             or _GLUE_RE.match(text, end) is not None
             or (start > 0 and _GLUE_RE.match(text, start - 1) is not None)
+            or _DIGIT_GROUP_AFTER_RE.match(text, end) is not None
+            or (start > 1 and _DIGIT_GROUP_BEFORE_RE.match(text, start - 2) is not None)
         )
         pos = end
     parts.append(text[pos:])
-    return "".join(parts), counts, glued
+    return "".join(parts), counts, glued or _token_moved_closer(text, found)
+
+
+def _token_moved_closer(text: str, found: list[tuple[int, int, str]]) -> bool:
+    """Whether a replacement shorter than its secret stands before a long token that was
+    left alone on the same line. The keyword rule measures 80 characters back from a
+    token, so such a token is now nearer its keyword and the next pass may take it
+    (``token: <secret> ... userghp_...``). One pass over the long tokens."""
+    shrunk_line_end = -1  # the end of the line holding the last shrinking replacement
+    i = 0
+    for m in _LONG_TOKEN_RE.finditer(text):
+        start = m.start()
+        while i < len(found) and found[i][1] <= start:
+            f_start, f_end, label = found[i]
+            if f_end - f_start > len(placeholder(label)) and f_end > shrunk_line_end:
+                newline = text.find("\n", f_end)
+                shrunk_line_end = len(text) if newline < 0 else newline
+            i += 1
+        if i < len(found) and found[i][0] < m.end():
+            continue  # inside or across a replacement
+        if start < shrunk_line_end:
+            return True
+    return False
 
 
 # A character that can continue a token: next to a replacement, it may start or end a
 # secret the first pass could not see.
 _GLUE_RE = re.compile(r"[A-Za-z0-9_\-+/=%@:]")
+# Digit groups split by a space, dot or dash (phones, cards, SSNs): a replacement that
+# took the last group of one (``+44 20 7946 0958=<key>``) leaves the shorter number
+# beside it, which the next pass may take.
+_DIGIT_GROUP_BEFORE_RE = re.compile(r"\d[ .\-]")
+_DIGIT_GROUP_AFTER_RE = re.compile(r"[ .\-]\d")
 
 
 REDACTOR = Redactor()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from service.domain.redaction import (
@@ -522,6 +522,14 @@ _PIECES = [
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join))
+# Found by this test with random seeds (make fuzz): a key that took the last group of a
+# phone number left a shorter number; a shorter replacement brought a token within 80
+# characters of its keyword.
+@example("-----BEGIN PRIVATE KEY-----+44 20 7946 0958=" + PEM_BODY_1)
+@example(
+    "token: postgreshunter2@Bearer [PASSWORD:REDACTED]+44 20 7946 0958"
+    "[PASSWORD:REDACTED]user" + GHP
+)
 def test_idempotent_on_secret_like_soup(text: str) -> None:
     once = REDACTOR.redact(text)
     twice = REDACTOR.redact(once.text)
