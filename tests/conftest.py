@@ -23,13 +23,6 @@ from hypothesis import settings as hypothesis_settings
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-# Property tests: `make test` (and CI) draw the same examples every run, so a red build
-# always reproduces; `make fuzz` draws fresh random ones each run to hunt new failures
-# (each one found becomes an @example).
-hypothesis_settings.register_profile("repeatable", derandomize=True, database=None)
-hypothesis_settings.register_profile("fuzz", derandomize=False)
-hypothesis_settings.load_profile(os.environ.get("CTXPACK_HYPOTHESIS_PROFILE", "repeatable"))
-
 from service.app import create_app
 from service.config import Settings
 from service.domain import keys as key_service
@@ -42,6 +35,13 @@ from service.store.database import (
     start_embedded,
     upgrade,
 )
+
+# Property tests: `make test` (and CI) draw the same examples every run, so a red build
+# always reproduces; `make fuzz` draws fresh random ones each run to hunt new failures
+# (each one found becomes an @example).
+hypothesis_settings.register_profile("repeatable", derandomize=True, database=None)
+hypothesis_settings.register_profile("fuzz", derandomize=False)
+hypothesis_settings.load_profile(os.environ.get("CTXPACK_HYPOTHESIS_PROFILE", "repeatable"))
 
 
 @pytest.fixture(scope="session")
