@@ -307,3 +307,28 @@ async def test_cookie_is_secure_behind_https(app: object, key: Key) -> None:
         assert r.status_code == 303
         assert "Secure" in r.headers["set-cookie"]
         assert "Path=/ui" in r.headers["set-cookie"]
+
+
+async def test_expiry_is_shown_on_the_detail_and_the_list(
+    client: httpx.AsyncClient, key: Key
+) -> None:
+    expiring = await _remember(
+        client,
+        key,
+        name="Expiring note",
+        content="The staging freeze lasts until the release branch is cut next Tuesday.",
+        ttl_seconds=7200,
+    )
+    lasting = await _remember(client, key, name="Lasting note")
+    got = (await client.get(f"/v1/memories/{expiring}", headers=key.headers)).json()
+    when = got["expires_at"][:19].replace("T", " ")
+    await sign_in(client, key.key)
+    detail = (await client.get(f"/ui/memories/{expiring}")).text
+    assert f'<dd id="expires">{when}</dd>' in detail
+    forever = (await client.get(f"/ui/memories/{lasting}")).text
+    assert '<dd id="expires">never</dd>' in forever
+    listing = (await client.get("/ui/memories")).text
+    row = listing.split(f'data-id="{expiring}"', 1)[1].split("</tr>", 1)[0]
+    assert f"<td>{when}</td>" in row
+    other = listing.split(f'data-id="{lasting}"', 1)[1].split("</tr>", 1)[0]
+    assert other.endswith("<td></td>")
