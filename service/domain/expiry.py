@@ -5,6 +5,9 @@ Rules:
 - A write may set ``expires_at`` (a future instant) or ``ttl_seconds`` (from now), not both.
   Without either, the type's default TTL applies when the ``default_ttl_seconds`` setting
   names the type (empty by default: nothing expires unless asked).
+- ``PATCH /v1/memories/{id}`` changes it: ``expires_at`` (a future instant, or null: never),
+  or ``ttl_seconds`` (from now: how a client refreshes a TTL when it reads; see the LangGraph
+  store of clients/python), not both.
 - From ``expires_at`` on, the memory is in no pack, list, read, related list or duplicate
   check: every read filters ``expires_at > now()`` in SQL (store/retrieval.py's scope,
   store/memories.py's ``live()``).
@@ -58,6 +61,31 @@ def expiry_of(req: Any, settings: Any, prefix: str = "") -> datetime | None:
     if ttl is None or ttl <= 0:
         return None
     return now + timedelta(seconds=int(ttl))
+
+
+def patched_expiry(changes: dict[str, Any]) -> tuple[bool, datetime | None]:
+    """Whether a PATCH's ``changes`` (its set fields) change the expiry, and to what
+    (None: never expires).
+
+    Raises:
+        InvalidInput: both expires_at and ttl_seconds, ttl_seconds null, or an expires_at
+            not in the future.
+    """
+    if "expires_at" in changes and "ttl_seconds" in changes:
+        raise InvalidInput("ttl_seconds", "give expires_at or ttl_seconds, not both")
+    if "ttl_seconds" in changes:
+        if changes["ttl_seconds"] is None:
+            raise InvalidInput("ttl_seconds", "ttl_seconds cannot be null (expires_at: null clears)")
+        return True, datetime.now(UTC) + timedelta(seconds=int(changes["ttl_seconds"]))
+    if "expires_at" not in changes:
+        return False, None
+    when = changes["expires_at"]
+    if when is None:
+        return True, None
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)
+    if when <= datetime.now(UTC):
+        raise InvalidInput("expires_at", "expires_at must be in the future")
+    return True, when
 
 
 async def _purge(

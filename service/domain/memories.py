@@ -32,6 +32,7 @@ from service.config import Settings
 from service.domain import audit as audit_service
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
+from service.domain.expiry import patched_expiry
 from service.domain.facets import facet_of
 from service.domain.namespaces import parse_namespace_filter
 from service.domain.redaction import merge_counts
@@ -239,6 +240,9 @@ async def update_memory(
     for key in ("type", "project", "valid_at"):
         if key in changes:
             values[key] = changes[key]
+    expiry_changed, expires_at = patched_expiry(changes)
+    if expiry_changed:
+        values["expires_at"] = expires_at
     if clean.content is not None:
         if clean.verdict is not None and not clean.verdict.accepted:
             raise GateRejected([{"code": r.code, "hint": r.hint} for r in clean.verdict.reasons])

@@ -254,6 +254,18 @@ class MemoryPatch(BaseModel):
     url: str | None = Field(None, max_length=2000)
     valid_at: datetime | None = None
     metadata: dict[str, Any] | None = None
+    expires_at: datetime | None = Field(
+        None,
+        description="A new expiry (ISO 8601, in the future), or null: never expires. Not with "
+        "ttl_seconds.",
+    )
+    ttl_seconds: int | None = Field(
+        None,
+        ge=1,
+        le=100 * 366 * 86400,
+        description="Expire this many seconds from now (a TTL refreshed on read, for one). Not "
+        "with expires_at.",
+    )
 
     @field_validator("tags")
     @classmethod

@@ -3,8 +3,11 @@ the store API sync and async, refusals, and LangMem's own memory tools running o
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from ctxpack_client import AsyncClient, Client
@@ -78,6 +81,45 @@ def test_store_keeps_redaction(cx: Client) -> None:
     assert secret not in json.dumps(value)
 
 
+def _expiry(cx: Client, namespace: str, key: str) -> datetime | None:
+    found = cx.get_by_key(namespace, key)
+    assert found is not None
+    return found.expires_at
+
+
+def test_store_ttl_is_written_refreshed_on_read_and_cleared(cx: Client) -> None:
+    store = CtxpackStore(cx)
+    assert store.supports_ttl
+    ns = ("kate",)
+    store.put(ns, "export", {"content": GOTCHA}, ttl=30)
+    first = _expiry(cx, "kate", "export")
+    assert first is not None
+    assert timedelta(minutes=29) < first - datetime.now(UTC) <= timedelta(minutes=30)
+    # A read without a refresh leaves it; a read with one (LangGraph's default) renews it.
+    store.get(ns, "export", refresh_ttl=False)
+    assert _expiry(cx, "kate", "export") == first
+    time.sleep(1.1)
+    store.get(ns, "export")
+    renewed = _expiry(cx, "kate", "export")
+    assert renewed is not None and renewed > first
+    time.sleep(1.1)
+    assert [f.key for f in store.search(ns, query="nightly export fails")][:1] == ["export"]
+    searched = _expiry(cx, "kate", "export")
+    assert searched is not None and searched > renewed
+    # The same content put again without a TTL: it no longer expires.
+    store.put(ns, "export", {"content": GOTCHA})
+    assert _expiry(cx, "kate", "export") is None
+    store.get(ns, "export")  # nothing to refresh
+    assert _expiry(cx, "kate", "export") is None
+    # The config's default TTL applies to a put without one.
+    timed = CtxpackStore(cx, ttl={"default_ttl": 5, "refresh_on_read": False})
+    timed.put(ns, "invoices", {"content": OTHER})
+    short = _expiry(cx, "kate", "invoices")
+    assert short is not None and short - datetime.now(UTC) <= timedelta(minutes=5)
+    timed.get(ns, "invoices")
+    assert _expiry(cx, "kate", "invoices") == short
+
+
 async def test_store_async(cx: Client) -> None:
     async with AsyncClient() as aclient:
         store = CtxpackStore(cx, async_client=aclient)
@@ -91,6 +133,13 @@ async def test_store_async(cx: Client) -> None:
         assert await store.alist_namespaces() == [("jack", "s1")]
         with pytest.raises(MemoryRejected):
             await store.aput(ns, "c", {"content": "ok"})
+        await store.aput(ns, "t", {"content": NEWER}, ttl=10)
+        first = _expiry(cx, "jack:s1", "t")
+        assert first is not None
+        await asyncio.sleep(1.1)
+        assert (await store.aget(ns, "t")).value == {"content": NEWER}  # type: ignore[union-attr]
+        renewed = _expiry(cx, "jack:s1", "t")
+        assert renewed is not None and renewed > first
         await store.adelete(ns, "a")
         assert await store.aget(ns, "a") is None
 

@@ -136,3 +136,51 @@ def test_default_ttl_per_type(pg_url: str) -> None:
     assert expiry_of(episode, make_settings(pg_url)) is None
     explicit = RememberRequest(namespace="u", content=CONTENT, type="episode", ttl_seconds=7200)
     assert (expiry_of(explicit, settings) or datetime.now(UTC)) - datetime.now(UTC) > timedelta(hours=1)
+
+
+async def test_patch_sets_refreshes_and_clears_expiry(client: httpx.AsyncClient, key: Key) -> None:
+    auth = key.headers
+    r = await client.post(
+        "/v1/remember", json={"namespace": "ivy", "content": CONTENT, "ttl_seconds": 60}, headers=auth
+    )
+    mid = r.json()["id"]
+    first = datetime.fromisoformat(r.json()["expires_at"])
+    # A TTL refreshed from now (what a client does when it reads an item with a TTL).
+    r = await client.patch(f"/v1/memories/{mid}", json={"ttl_seconds": 7200}, headers=auth)
+    assert r.status_code == 200, r.text
+    refreshed = datetime.fromisoformat(r.json()["expires_at"])
+    assert refreshed - first > timedelta(minutes=100)
+    assert r.json()["content"] == CONTENT
+    # An instant, then null: never expires.
+    when = datetime.now(UTC) + timedelta(days=3)
+    r = await client.patch(f"/v1/memories/{mid}", json={"expires_at": when.isoformat()}, headers=auth)
+    assert abs(datetime.fromisoformat(r.json()["expires_at"]) - when) < timedelta(seconds=1)
+    r = await client.patch(f"/v1/memories/{mid}", json={"expires_at": None}, headers=auth)
+    assert r.status_code == 200 and r.json()["expires_at"] is None
+    assert (await client.get(f"/v1/memories/{mid}", headers=auth)).json()["expires_at"] is None
+    # Other fields leave the expiry alone.
+    await client.patch(f"/v1/memories/{mid}", json={"ttl_seconds": 600}, headers=auth)
+    r = await client.patch(f"/v1/memories/{mid}", json={"tags": ["ops"]}, headers=auth)
+    assert r.json()["expires_at"] is not None
+
+
+async def test_bad_patch_expiry_is_named_and_changes_nothing(
+    client: httpx.AsyncClient, key: Key
+) -> None:
+    auth = key.headers
+    r = await client.post("/v1/remember", json={"namespace": "jo", "content": CONTENT}, headers=auth)
+    mid = r.json()["id"]
+    past = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
+    future = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    cases = [
+        ({"expires_at": past, "tags": ["x"]}, "expires_at"),
+        ({"expires_at": future, "ttl_seconds": 5}, "ttl_seconds"),
+        ({"ttl_seconds": None}, "ttl_seconds"),
+        ({"ttl_seconds": 0}, "ttl_seconds"),
+    ]
+    for body, field in cases:
+        r = await client.patch(f"/v1/memories/{mid}", json=body, headers=auth)
+        assert r.status_code == 422, body
+        assert r.json()["error"]["field"] == field, (body, r.json())
+    got = (await client.get(f"/v1/memories/{mid}", headers=auth)).json()
+    assert got["expires_at"] is None and got["tags"] == []

@@ -188,6 +188,9 @@ class MemoryPatch(_Request):
     url: str | None = None
     valid_at: datetime | None = None
     metadata: dict[str, Any] | None = None
+    # A new expiry (None, when set: never expires), or a TTL from now; not both.
+    expires_at: datetime | None = None
+    ttl_seconds: int | None = None
 
 
 class DeleteResponse(_Response):

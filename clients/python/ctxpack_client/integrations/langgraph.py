@@ -13,8 +13,15 @@ Items. ``put(ns, key, value)`` remembers ``value["content"]`` (or ``text_field``
 ``get`` returns the value as put, after redaction. A value without that text field is stored
 as its JSON. Putting a key again replaces the memory (ctxpack keeps the old one as history,
 out of packs); the same content again only refreshes the rest of the value. ``put(..., None)``
-and ``delete`` erase the key's memory and its earlier versions. ``index`` and ``ttl`` are
-ignored: ctxpack always indexes the text and keeps memories until forgotten.
+and ``delete`` erase the key's memory and its earlier versions. ``index`` is ignored:
+ctxpack always indexes the text.
+
+TTL (``supports_ttl``). ``put(..., ttl=minutes)`` (or the store's ``ttl`` config's
+``default_ttl``) writes the memory with ``ttl_seconds``: from then on it is in no read or pack,
+and the server purges it. The TTL is kept in the metadata, and a ``get`` or ``search`` with
+``refresh_ttl`` (LangGraph's default; ``refresh_on_read`` in the config) sets each returned
+item's expiry to that TTL from now again (``PATCH ttl_seconds``). A put without a TTL
+stores an item that never expires.
 
 Refused writes. A value the write gate refuses raises ``MemoryRejected`` (a ``ValueError``
 naming the reason codes and hints); a key that looks like a secret raises ``ValidationError``.
@@ -31,7 +38,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -47,6 +56,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
 
 from ctxpack_client._client import AsyncClient, Client
@@ -55,6 +65,8 @@ from ctxpack_client.models import ContextItem, MemoryOut, RememberRequest
 
 _LABEL = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 META = "langgraph"
+# A search result with its memory id and metadata (for the TTL refresh).
+_Picked = tuple[SearchItem, uuid.UUID, dict[str, Any]]
 
 
 class MemoryRejected(ValueError):
@@ -75,9 +87,10 @@ class CtxpackStore(BaseStore):
         root: a ctxpack namespace every tuple goes under (e.g. the user, ``acme``).
         text_field: the value's field that is the memory's content.
         memory_type: the ctxpack type of stored items.
+        ttl: LangGraph's TTL config (``default_ttl`` in minutes, ``refresh_on_read``).
     """
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(
         self,
@@ -87,8 +100,10 @@ class CtxpackStore(BaseStore):
         root: str | None = None,
         text_field: str = "content",
         memory_type: str = "domain",
+        ttl: TTLConfig | None = None,
     ) -> None:
         self.client = client or Client()
+        self.ttl_config = ttl
         self._async = async_client
         self.root = tuple(root.split(":")) if root else ()
         for label in self.root:
@@ -129,7 +144,9 @@ class CtxpackStore(BaseStore):
 
     # --- values ---------------------------------------------------------------------------------
 
-    def _request(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> RememberRequest:
+    def _request(
+        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], ttl: float | None
+    ) -> RememberRequest:
         text = value.get(self.text_field)
         meta: dict[str, Any]
         if isinstance(text, str):
@@ -138,13 +155,36 @@ class CtxpackStore(BaseStore):
         else:
             text = json.dumps(value, sort_keys=True, default=str)
             meta = {"key": key, "text_field": None, "value": value}
+        if ttl is not None:
+            meta["ttl_minutes"] = ttl
         return RememberRequest(
             content=text,
             namespace=self.to_ctxpack(namespace),
             key=key,
             type=self.memory_type,
             metadata={META: meta},
+            ttl_seconds=None if ttl is None else _seconds(ttl),
         )
+
+    @staticmethod
+    def _expiry(req: RememberRequest) -> dict[str, Any]:
+        """The PATCH fields that give an existing memory ``req``'s expiry."""
+        return {"ttl_seconds": req.ttl_seconds} if req.ttl_seconds else {"expires_at": None}
+
+    @staticmethod
+    def _refresh(
+        op: GetOp | SearchOp, found: Iterable[tuple[uuid.UUID, dict[str, Any]]]
+    ) -> list[tuple[uuid.UUID, int]]:
+        """The (id, seconds) of each item ``op`` reads whose TTL a read refreshes."""
+        if not op.refresh_ttl:
+            return []
+        out = []
+        for memory_id, metadata in found:
+            meta = metadata.get(META)
+            minutes = meta.get("ttl_minutes") if isinstance(meta, dict) else None
+            if isinstance(minutes, int | float) and minutes > 0:
+                out.append((memory_id, _seconds(minutes)))
+        return out
 
     def _value(self, content: str, metadata: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
         meta = metadata.get(META)
@@ -186,12 +226,16 @@ class CtxpackStore(BaseStore):
     def _run(self, op: Op) -> Result:
         if isinstance(op, GetOp):
             found = self.client.get_by_key(self.to_ctxpack(op.namespace), op.key)
-            return self._item(found) if found else None
+            if found is None:
+                return None
+            for memory_id, seconds in self._refresh(op, [(found.id, found.metadata)]):
+                found = self.client.update(memory_id, ttl_seconds=seconds)
+            return self._item(found)
         if isinstance(op, PutOp):
             if op.value is None:
                 self._delete(op.namespace, op.key)
             else:
-                self._put(op.namespace, op.key, dict(op.value))
+                self._put(op.namespace, op.key, dict(op.value), op.ttl)
             return None
         if isinstance(op, SearchOp):
             return self._search(op)
@@ -199,14 +243,16 @@ class CtxpackStore(BaseStore):
             return self._namespaces(op, [m.namespace for m in self.client.memories(self._scope(()))])
         raise NotImplementedError(f"unsupported operation {type(op).__name__}")
 
-    def _put(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> None:
-        req = self._request(namespace, key, value)
+    def _put(
+        self, namespace: tuple[str, ...], key: str, value: dict[str, Any], ttl: float | None
+    ) -> None:
+        req = self._request(namespace, key, value, ttl)
         try:
             result = self.client.remember(req)
         except GateRejected as exc:
             raise MemoryRejected(namespace, key, exc) from exc
         if result.status == "duplicate":
-            self.client.update(result.id, metadata=req.metadata)
+            self.client.update(result.id, metadata=req.metadata, **self._expiry(req))
 
     def _delete(self, namespace: tuple[str, ...], key: str) -> None:
         ns = self.to_ctxpack(namespace)
@@ -224,8 +270,12 @@ class CtxpackStore(BaseStore):
             pack = self.client.context(
                 op.query, self.to_ctxpack(op.namespace_prefix), limit=min(50, op.offset + op.limit)
             )
-            return self._select_ranked(op, pack.items)
-        return self._select_listed(op, self.client.memories(self._scope(op.namespace_prefix)))
+            picked = self._select_ranked(op, pack.items)
+        else:
+            picked = self._select_listed(op, self.client.memories(self._scope(op.namespace_prefix)))
+        for memory_id, seconds in self._refresh(op, [(m, meta) for _, m, meta in picked]):
+            self.client.update(memory_id, ttl_seconds=seconds)
+        return [item for item, _, _ in picked]
 
     # --- operations, async ------------------------------------------------------------------------
 
@@ -236,29 +286,37 @@ class CtxpackStore(BaseStore):
         client = self.aclient
         if isinstance(op, GetOp):
             found = await client.get_by_key(self.to_ctxpack(op.namespace), op.key)
-            return self._item(found) if found else None
+            if found is None:
+                return None
+            for memory_id, seconds in self._refresh(op, [(found.id, found.metadata)]):
+                found = await client.update(memory_id, ttl_seconds=seconds)
+            return self._item(found)
         if isinstance(op, PutOp):
             ns = self.to_ctxpack(op.namespace)
             if op.value is None:
                 while (old := await client.get_by_key(ns, op.key)) is not None:
                     await client.forget(old.id)
                 return None
-            req = self._request(op.namespace, op.key, dict(op.value))
+            req = self._request(op.namespace, op.key, dict(op.value), op.ttl)
             try:
                 result = await client.remember(req)
             except GateRejected as exc:
                 raise MemoryRejected(op.namespace, op.key, exc) from exc
             if result.status == "duplicate":
-                await client.update(result.id, metadata=req.metadata)
+                await client.update(result.id, metadata=req.metadata, **self._expiry(req))
             return None
         if isinstance(op, SearchOp):
             if op.query:
                 pack = await client.context(
                     op.query, self.to_ctxpack(op.namespace_prefix), limit=min(50, op.offset + op.limit)
                 )
-                return self._select_ranked(op, pack.items)
-            listed = [m async for m in client.memories(self._scope(op.namespace_prefix))]
-            return self._select_listed(op, listed)
+                picked = self._select_ranked(op, pack.items)
+            else:
+                listed = [m async for m in client.memories(self._scope(op.namespace_prefix))]
+                picked = self._select_listed(op, listed)
+            for memory_id, seconds in self._refresh(op, [(m, meta) for _, m, meta in picked]):
+                await client.update(memory_id, ttl_seconds=seconds)
+            return [item for item, _, _ in picked]
         if isinstance(op, ListNamespacesOp):
             names = [m.namespace async for m in client.memories(self._scope(()))]
             return self._namespaces(op, names)
@@ -269,13 +327,16 @@ class CtxpackStore(BaseStore):
     def _within(self, op: SearchOp, namespace: tuple[str, ...]) -> bool:
         return namespace[: len(op.namespace_prefix)] == tuple(op.namespace_prefix)
 
-    def _select_ranked(self, op: SearchOp, items: list[ContextItem]) -> list[SearchItem]:
-        found = [s for s in map(self._search_item, items) if s and self._within(op, s.namespace)]
-        found = [s for s in found if _matches(s.value, op.filter)]
-        return found[op.offset: op.offset + op.limit]
+    def _select_ranked(self, op: SearchOp, items: list[ContextItem]) -> list[_Picked]:
+        found = [(self._search_item(i), i.id, i.metadata) for i in items]
+        picked = [
+            (s, mid, meta) for s, mid, meta in found
+            if s and self._within(op, s.namespace) and _matches(s.value, op.filter)
+        ]
+        return picked[op.offset: op.offset + op.limit]
 
-    def _select_listed(self, op: SearchOp, memories: Iterable[MemoryOut]) -> list[SearchItem]:
-        out: list[SearchItem] = []
+    def _select_listed(self, op: SearchOp, memories: Iterable[MemoryOut]) -> list[_Picked]:
+        out: list[_Picked] = []
         skipped = 0
         for memory in memories:
             if memory.superseded_by is not None:
@@ -286,7 +347,8 @@ class CtxpackStore(BaseStore):
             if skipped < op.offset:
                 skipped += 1
                 continue
-            out.append(SearchItem(item.namespace, item.key, item.value, item.created_at, item.updated_at))
+            found = SearchItem(item.namespace, item.key, item.value, item.created_at, item.updated_at)
+            out.append((found, memory.id, memory.metadata))
             if len(out) >= op.limit:
                 break
         return out
@@ -302,6 +364,11 @@ class CtxpackStore(BaseStore):
             if all(_condition(ns, c.match_type, tuple(c.path)) for c in op.match_conditions or ()):
                 found.add(ns)
         return sorted(found)[op.offset: op.offset + op.limit]
+
+
+def _seconds(minutes: float) -> int:
+    """LangGraph's TTL (minutes) as ctxpack's ttl_seconds (at least 1)."""
+    return max(1, math.ceil(minutes * 60))
 
 
 def _condition(ns: tuple[str, ...], kind: str, path: tuple[str, ...]) -> bool:
