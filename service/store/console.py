@@ -16,7 +16,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store.audit import AuditFilter, _conditions
-from service.store.memories import namespace_scope, project_scope, under_namespace
+from service.store.memories import live, namespace_scope, project_scope, under_namespace
 from service.store.models import ApiKey, AuditEvent, ConsoleSession, Memory
 from service.store.retrieval import Scope, scope_params, scope_sql
 from service.store.vectors import vector_literal
@@ -91,7 +91,13 @@ class ConsoleReadRepository:
     def _memories(
         self, org_id: uuid.UUID, prefixes: Sequence[str], key_projects: Sequence[str]
     ) -> list[Any]:
-        return [Memory.org_id == org_id, namespace_scope(prefixes), project_scope(key_projects)]
+        # Expired memories leave the console's counts, lists and chains at once, as every read.
+        return [
+            Memory.org_id == org_id,
+            namespace_scope(prefixes),
+            project_scope(key_projects),
+            live(),
+        ]
 
     async def counts_by(
         self,

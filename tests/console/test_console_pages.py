@@ -11,6 +11,7 @@ import pytest
 from service.domain import keys as key_service
 from tests.conftest import Key, KeyFactory
 from tests.console.conftest import csrf_of, sign_in
+from tests.lifecycle.test_expiry import expire_now
 
 pytestmark = pytest.mark.asyncio
 
@@ -332,3 +333,24 @@ async def test_expiry_is_shown_on_the_detail_and_the_list(
     assert f"<td>{when}</td>" in row
     other = listing.split(f'data-id="{lasting}"', 1)[1].split("</tr>", 1)[0]
     assert other.endswith("<td></td>")
+
+
+async def test_expired_memories_leave_the_overview_and_the_tree(
+    client: httpx.AsyncClient, key: Key, pg_url: str
+) -> None:
+    gone = await _remember(
+        client,
+        key,
+        name="Stale freeze note",
+        namespace="zed:s9",
+        content="The staging freeze lasts until the release branch is cut next Tuesday.",
+        ttl_seconds=7200,
+    )
+    await _remember(client, key, name="Lasting note")
+    expire_now(pg_url, gone)
+    await sign_in(client, key.key)
+    overview = (await client.get("/ui/")).text
+    assert '<strong id="total">1</strong>' in overview
+    assert "Stale freeze note" not in overview and "zed:s9" not in overview
+    tree = (await client.get("/ui/namespaces?open=zed")).text
+    assert "zed" not in tree
