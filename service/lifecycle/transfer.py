@@ -54,6 +54,7 @@ from pydantic import ValidationError
 
 from service.config import Settings
 from service.domain.auth import Caller
+from service.domain.namespaces import parse_namespace
 from service.domain.redaction import REDACTOR as _REDACTOR
 from service.domain.remember import _prepare, document_text
 from service.errors import CtxpackError, InvalidInput
@@ -244,15 +245,75 @@ def _key(obj: dict[str, Any]) -> str | None:
     return key if isinstance(key, str) and key else None
 
 
-def replaced_in_file(path: Path) -> set[uuid.UUID]:
-    """Ids of the keyed memories the file holds as superseded (history): a current holder of
-    a key with one of these ids is the file's own older version, not a conflict."""
-    return {
-        mid
-        for _, obj in _records(path)
-        if obj.get("kind") == "memory" and _key(obj) and obj.get("superseded_by")
-        and (mid := _uuid(obj.get("id"))) is not None
-    }
+def _refuse(number: int, what: str) -> InvalidInput:
+    return InvalidInput("file", f"line {number}: {what}")
+
+
+def _check_uuid(number: int, obj: dict[str, Any], name: str, *, required: bool = False) -> None:
+    value = obj.get(name)
+    if value is None and not required:
+        return
+    try:
+        uuid.UUID(value)
+    except (TypeError, ValueError, AttributeError):
+        raise _refuse(number, f"{name} is not an id") from None
+
+
+def _check_time(number: int, obj: dict[str, Any], name: str) -> None:
+    value = obj.get(name)
+    if value is None:
+        return
+    try:
+        datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise _refuse(number, f"{name} is not an ISO 8601 time") from None
+
+
+def _check_line(number: int, obj: dict[str, Any]) -> None:
+    """Refuse, naming the line, what import could not read back as it is."""
+    kind = obj.get("kind")
+    if kind == "memory":
+        _check_uuid(number, obj, "id", required=True)
+        _check_uuid(number, obj, "superseded_by")
+        for name in ("created_at", "updated_at", "expires_at"):
+            _check_time(number, obj, name)
+        relations = obj.get("relations") or []
+        if not isinstance(relations, list) or not all(isinstance(r, dict) for r in relations):
+            raise _refuse(number, "relations is not a list of objects")
+        for rel in relations:
+            _check_uuid(number, rel, "id")
+            _check_uuid(number, rel, "target_id")
+            _check_time(number, rel, "created_at")
+    elif kind == "artifact":
+        _check_uuid(number, obj, "id", required=True)
+        _check_uuid(number, obj, "memory_id")
+        _check_time(number, obj, "created_at")
+        namespace = obj.get("namespace")
+        if not isinstance(namespace, str):
+            raise _refuse(number, "an artifact without a namespace")
+        try:
+            parse_namespace(namespace)
+        except InvalidInput as exc:
+            raise _refuse(number, exc.message) from None
+        if not isinstance(obj.get("size_bytes") or 0, int):
+            raise _refuse(number, "size_bytes is not a whole number")
+        keys = obj.get("schema_keys") or []
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise _refuse(number, "schema_keys is not a list of strings")
+
+
+def check_file(path: Path) -> set[uuid.UUID]:
+    """Read the whole file once before anything is written: a line import could not read
+    is refused (``InvalidInput``, field ``file``, naming the line), so bad input writes
+    nothing. Returns the ids of the keyed memories the file holds as superseded (history): a
+    current holder of a key with one of these ids is the file's own older version, not a
+    conflict."""
+    replaced: set[uuid.UUID] = set()
+    for number, obj in _records(path):
+        _check_line(number, obj)
+        if obj.get("kind") == "memory" and _key(obj) and obj.get("superseded_by"):
+            replaced.add(uuid.UUID(obj["id"]))
+    return replaced
 
 
 async def _import_memories(
@@ -478,7 +539,8 @@ async def import_store(
     again (ids already in are skipped).
 
     Raises:
-        InvalidInput: not a ctxpack export, another format version, a malformed line.
+        InvalidInput: not a ctxpack export, another format version, a malformed line (found
+            before anything is written).
     """
     settings = resources.settings
     header = read_header(path)
@@ -487,13 +549,13 @@ async def import_store(
         and header.get("model") == model_id(settings)
         and header.get("dims") == settings.embedding_dims
     )
+    replaced = check_file(path)
     async with resources.runner.operator_session() as session:
         org_row = await KeyRepository(session).get_or_create_org(org)
     caller = operator(org_row.org_id)
     summary = ImportSummary()
     if progress is not None:
         progress.set_total(header.get("memories"))
-    replaced = replaced_in_file(path)
     for chunk in _chunks(path, "memory", IMPORT_CHUNK):
         await _import_memories(resources, caller, chunk, keep_vectors, summary, replaced)
         if progress is not None:

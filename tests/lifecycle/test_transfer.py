@@ -299,3 +299,33 @@ async def test_keys_round_trip_and_import_is_idempotent_by_key(
             ).fetchall()
 
     assert chain(pg_url, key.org_id) == chain(fresh_db, org_id)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"kind": "memory", "id": "not-a-uuid", "namespace": "ivy", "content": "x"},
+        {"kind": "memory", "id": str(uuid.uuid4()), "namespace": "ivy", "created_at": "Tuesday"},
+        {"kind": "memory", "id": str(uuid.uuid4()), "namespace": "ivy", "relations": ["x"]},
+        {"kind": "artifact", "namespace": "ivy", "name": "no id"},
+        {"kind": "artifact", "id": str(uuid.uuid4()), "namespace": "bad name!", "body": {}},
+    ],
+)
+async def test_import_refuses_a_bad_line_and_writes_nothing(
+    fresh_db: str, tmp_path: Path, bad: dict[str, Any]
+) -> None:
+    from service.errors import InvalidInput
+
+    good = {
+        "kind": "memory", "id": str(uuid.uuid4()), "namespace": "ivy", "type": "decision",
+        "content": "We deploy the billing service with blue-green releases behind the load balancer.",
+    }
+    header = {"kind": "header", "format": "ctxpack-export", "version": 1, "model": "x", "dims": 8}
+    path = write(tmp_path / "bad.jsonl", [header, good, bad, {"kind": "end"}])
+    async with resources(fresh_db) as target:
+        with pytest.raises(InvalidInput) as refused:
+            await import_store(target, path, org="badfile")
+    assert refused.value.details["field"] == "file" and "line 3" in refused.value.message
+    with psycopg.connect(fresh_db) as conn:
+        assert conn.execute("SELECT count(*) FROM memories").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM orgs WHERE name = 'badfile'").fetchone() == (0,)
