@@ -10,11 +10,11 @@ Rules:
   memory lists an erased one as related), artifacts stored in the subtree or attached to its
   memories, and the API keys limited to namespaces inside it. Memories elsewhere that an
   erased memory had superseded become current again.
-- The audit trail keeps only ids: every row naming an erased memory has the memory's name
-  (which may be derived from its content) replaced by ``[erased]`` wherever it holds it as a
-  whole string, as a single delete does; the goals of the calls made at the subtree (free
-  text about the user) become ``[erased]`` too. The erase itself is audited (action ``erase``) with
-  the erased ids and the counts.
+- The audit trail keeps only ids: every row naming an erased memory has the memory's names,
+  current and former (which may be derived from its content), replaced by ``[erased]``
+  wherever it holds them as a whole string, as a single delete does; the goals of the calls
+  made at the subtree (free text about the user) become ``[erased]`` too. The erase itself
+  is audited (action ``erase``) with the erased ids and the counts.
 - The answer is a receipt: counts per kind, the time, the audit id.
 """
 
@@ -75,13 +75,18 @@ def _scrub_rows(
 async def scrub_trail(
     session: AsyncSession, org_id: uuid.UUID, ids: Sequence[uuid.UUID], names: Sequence[str]
 ) -> int:
-    """Leave only the ids of erased memories in the audit trail (see the module docstring).
-    The JSON walk runs off the event loop. Returns the rows rewritten."""
-    wanted = frozenset(n for n in names if n and n != ERASED)
-    if not ids or not wanted:
+    """Leave only the ids of erased memories in the audit trail (see the module docstring):
+    their current ``names`` and the former ones the trail recorded (``request.name`` of the
+    rows naming them, which a later PATCH may have changed), as a single delete does. The
+    JSON walk runs off the event loop. Returns the rows rewritten."""
+    if not ids:
         return 0
     repo = LifecycleRepository(session)
     rows = await repo.trail_rows(org_id, ids)
+    recorded = [r.get("name") for _, r, _ in rows if isinstance(r.get("name"), str)]
+    wanted = frozenset(n for n in [*names, *recorded] if n and n != ERASED)
+    if not wanted:
+        return 0
     changed = await anyio.to_thread.run_sync(_scrub_rows, rows, wanted)
     for audit_id, request, details in changed:
         await repo.rewrite_trail_row(org_id, audit_id, request, details)

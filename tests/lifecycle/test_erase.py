@@ -149,3 +149,26 @@ async def test_erase_needs_write_key_covering_the_namespace(
     assert r.status_code == 422 and r.json()["error"]["field"] == "namespace"
     listed = await client.get("/v1/memories", params={"namespace": "dave:*"}, headers=admin.headers)
     assert listed.json()["total"] == 3
+
+
+async def test_erase_scrubs_a_renamed_memorys_former_name(
+    client: httpx.AsyncClient, make_key: KeyFactory, pg_url: str
+) -> None:
+    admin = await make_key()
+    word = "okapiwombat" + uuid.uuid4().hex[:6]
+    r = await client.post(
+        "/v1/remember",
+        json={"namespace": "erin", "type": "gotcha",
+              "content": f"The {word} exporter drops rows when the locale uses commas."},
+        headers=admin.headers,
+    )
+    assert r.status_code == 201, r.text
+    mid = r.json()["id"]
+    renamed = await client.patch(
+        f"/v1/memories/{mid}", json={"name": "Exporter locale gotcha"}, headers=admin.headers
+    )
+    assert renamed.status_code == 200, renamed.text
+    erased = await client.delete("/v1/namespaces/erin", headers=admin.headers)
+    assert erased.status_code == 200 and erased.json()["erased"]["memories"] == 1
+    dump = dump_tables(pg_url)
+    assert word not in dump and mid in dump
