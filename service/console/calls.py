@@ -22,7 +22,7 @@ from service.domain import console as console_service
 from service.domain.audit import AuditAction, AuditContext
 from service.domain.auth import Caller
 from service.domain.console import ConsoleSession
-from service.errors import AuthenticationError
+from service.errors import AuthenticationError, CtxpackError
 from service.resources import Resources
 
 T = TypeVar("T")
@@ -61,6 +61,7 @@ class ConsoleCalls:
         """Run ``fn(session, ctx)`` as one audited call named ``action``: the key's rate
         limit first, then the runner's unit of work; ``fn``'s domain function writes the
         success row in the call's transaction, and the runner writes the failure row."""
+        self.request.state.console_call = True  # its failure row is the runner's
         await self._admit()
 
         async def work(session: AsyncSession, caller: Caller, ctx: AuditContext) -> T:
@@ -73,6 +74,10 @@ class ConsoleCalls:
             pool="pack" if pack else "write",
             transport=Transport.CONSOLE,
         )
+
+    async def refuse(self, action: AuditAction, error: CtxpackError) -> None:
+        """Audit a call the page refused before running it (invalid form input)."""
+        await self.runner.refuse(self.caller, action, error, transport=Transport.CONSOLE)
 
     async def read(self, fn: Callable[[AsyncSession], Awaitable[T]]) -> T:
         """An unaudited read (like GET /v1/audit: page views of aggregates and the trail

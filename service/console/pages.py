@@ -32,7 +32,7 @@ from service.domain import audit as audit_service
 from service.domain import console as console_service
 from service.domain import context as context_service
 from service.domain import memories as memory_service
-from service.domain.audit import AuditContext
+from service.domain.audit import AuditAction, AuditContext
 from service.domain.audit import replay as audit_replay
 from service.domain.console import ConsoleSession
 from service.errors import CtxpackError, GateRejected, InvalidInput, NotFound
@@ -94,11 +94,38 @@ class ConsoleRoute(APIRoute):
                     request, 404, "Not found", "Nothing here, or nothing this key may see."
                 )
             except CtxpackError as exc:
+                await _audit_refusal(request, self.endpoint.__name__, exc)
                 return _error(
                     request, exc.status_code, exc.code, exc.message, exc.details.get("field")
                 )
 
         return route
+
+
+# The audited call each page makes (pages absent here are unaudited views).
+_PAGE_ACTIONS: dict[str, AuditAction] = {
+    "memories": AuditAction.LIST,
+    "memory": AuditAction.MEMORY_GET,
+    "edit_form": AuditAction.MEMORY_GET,
+    "edit": AuditAction.MEMORY_UPDATE,
+    "forget_form": AuditAction.MEMORY_GET,
+    "forget": AuditAction.DELETE,
+    "pack": AuditAction.CONTEXT,
+    "replay": AuditAction.REPLAY,
+    "create_key": AuditAction.KEY_CREATE,
+    "revoke_key": AuditAction.KEY_REVOKE,
+}
+
+
+async def _audit_refusal(request: Request, page: str, error: CtxpackError) -> None:
+    """A signed-in page's call refused before it reached the call runner (a bad form
+    field, a missing confirmation): audited as the API audits the same call's 422. A
+    failure inside the runner has its row already."""
+    console: ConsoleSession | None = getattr(request.state, "console", None)
+    action = _PAGE_ACTIONS.get(page)
+    if console is None or action is None or getattr(request.state, "console_call", False):
+        return
+    await ConsoleCalls(request, console).refuse(action, error)
 
 
 def _error(

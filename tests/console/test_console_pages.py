@@ -354,3 +354,32 @@ async def test_expired_memories_leave_the_overview_and_the_tree(
     assert "Stale freeze note" not in overview and "zed:s9" not in overview
     tree = (await client.get("/ui/namespaces?open=zed")).text
     assert "zed" not in tree
+
+
+async def test_a_refused_form_is_audited_once_like_the_apis_422(
+    client: httpx.AsyncClient, key: Key
+) -> None:
+    mid = await _remember(client, key)
+    csrf = await sign_in(client, key.key)
+    bad = await client.post(
+        "/ui/pack", data={"csrf": csrf, "goal": "billing", "namespace": "alice", "limit": "99"}
+    )
+    assert bad.status_code == 422
+    unticked = await client.post(f"/ui/memories/{mid}/forget", data={"csrf": csrf})
+    assert unticked.status_code == 422
+
+    packs = (await client.get("/v1/audit?action=context", headers=key.headers)).json()["items"]
+    assert [p["status_code"] for p in packs] == [422]
+    deletes = (await client.get("/v1/audit?action=delete", headers=key.headers)).json()["items"]
+    assert [d["status_code"] for d in deletes] == [422]
+    # A refusal inside the call (the gate) keeps its one row from the runner.
+    form = await client.get(f"/ui/memories/{mid}/edit")
+    fields = dict(
+        __import__("re").findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', form.text)
+    )
+    await client.post(
+        f"/ui/memories/{mid}/edit",
+        data={**fields, "csrf": csrf, "content": "ok", "name": "n", "type": "decision"},
+    )
+    updates = (await client.get("/v1/audit?action=memory_update", headers=key.headers)).json()
+    assert [u["status_code"] for u in updates["items"]] == [422]
