@@ -16,7 +16,8 @@ Rules:
   scrubbed from the audit trail), and writes one audit row per org and batch (action
   ``expire``, the purged ids). A write whose content equals an expired, not yet purged memory
   purges that one first (audited the same way), so it is stored rather than called a
-  duplicate of something nobody can read.
+  duplicate of something nobody can read; so does a keyed write whose key an expired memory
+  still holds (the key names nothing readable, so the write is ``created``).
 """
 
 from __future__ import annotations
@@ -123,14 +124,18 @@ async def _purge(
 
 
 async def purge_colliding(
-    session: AsyncSession, org_id: uuid.UUID, keys: Sequence[tuple[str, str]]
+    session: AsyncSession,
+    org_id: uuid.UUID,
+    keys: Sequence[tuple[str, str]],
+    named: Sequence[tuple[str, str]] = (),
 ) -> int:
     """Purge the expired memories of ``org_id`` with one of the ``(namespace, content_hash)``
-    pairs about to be written (see the module docstring)."""
-    if not keys:
+    pairs about to be written, or holding one of the ``(namespace, key)`` pairs ``named`` of a
+    keyed write (see the module docstring)."""
+    if not keys and not named:
         return 0
     repo = LifecycleRepository(session)
-    rows = await repo.expired(None, PURGE_BATCH, org_id=org_id, keys=keys)
+    rows = await repo.expired(None, PURGE_BATCH, org_id=org_id, keys=keys, named=named)
     if not rows:
         return 0
     return sum((await _purge(session, rows, "rewritten")).values())

@@ -352,6 +352,12 @@ async def _store_keyed(
     repo = MemoryRepository(session)
     keys = [(i.request.namespace, i.request.key or "") for i in items]
     await repo.lock_keys(caller.org_id, keys)
+    # An expired memory holding the key or the content is gone for every read: purge it first
+    # (audited like the expiry job), so the write is not a duplicate of, nor an update to,
+    # something nobody can read.
+    await purge_colliding(
+        session, caller.org_id, list({(i.request.namespace, i.hash) for i in items}), named=keys
+    )
     current = await repo.current_by_keys(caller.org_id, keys)
     # Copies of the content only within each write's duplicate reach (never out of reach).
     same = await repo.keyed_copies(
@@ -384,8 +390,15 @@ async def _store_keyed(
     ]
     await repo.mark_superseded(caller.org_id, replaced)
     for i in items:
-        if plans[i.index].action == "claim":
-            await repo.claim_key(caller.org_id, final[i.index], i.request.key or "")  # type: ignore[arg-type]
+        if plans[i.index].action == "claim" and not await repo.claim_key(
+            caller.org_id, final[i.index], i.request.key or ""  # type: ignore[arg-type]
+        ):
+            # A concurrent keyed write gave this content another key first; the caller's
+            # transaction is rolled back and a retry sees that key (a 409 naming it).
+            raise Conflict(
+                "a concurrent write stored this content under another key; retry",
+                field=f"{i.prefix}content",
+            )
     near: dict[int, list[tuple[uuid.UUID, str, float]]] = {}
     if fresh:
         vectors, near = await _embed_and_probe(repo, embedder, settings, caller, fresh)

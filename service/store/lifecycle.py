@@ -153,10 +153,12 @@ class LifecycleRepository:
     async def expired(
         self, now: datetime | None, limit: int, org_id: uuid.UUID | None = None,
         keys: Sequence[tuple[str, str]] | None = None,
+        named: Sequence[tuple[str, str]] = (),
     ) -> list[tuple[uuid.UUID, uuid.UUID, str, str]]:
         """Lock and return ``(org_id, id, namespace, name)`` of memories expired at ``now``
         (None: the database's clock; oldest expiry first, by the partial index), optionally
-        only those of ``org_id`` with one of the ``(namespace, content_hash)`` pairs ``keys``.
+        only those of ``org_id`` with one of the ``(namespace, content_hash)`` pairs ``keys``
+        or one of the ``(namespace, key)`` pairs ``named``.
         Rows another transaction holds are skipped, so two purgers never wait on each other."""
         stmt = select(Memory.org_id, Memory.id, Memory.namespace, Memory.name).where(
             Memory.expires_at.is_not(None),
@@ -164,8 +166,11 @@ class LifecycleRepository:
         )
         if org_id is not None:
             stmt = stmt.where(Memory.org_id == org_id)
-        if keys is not None:
-            stmt = stmt.where(tuple_(Memory.namespace, Memory.content_hash).in_(list(keys)))
+        if keys is not None or named:
+            wanted = [tuple_(Memory.namespace, Memory.content_hash).in_(list(keys or []))]
+            if named:
+                wanted.append(tuple_(Memory.namespace, Memory.key).in_(list(named)))
+            stmt = stmt.where(or_(*wanted))
         stmt = stmt.order_by(Memory.expires_at).limit(limit).with_for_update(skip_locked=True)
         return [tuple(r) for r in (await self.session.execute(stmt)).all()]  # type: ignore[misc]
 

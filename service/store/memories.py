@@ -437,8 +437,10 @@ class MemoryRepository:
     async def current_by_keys(
         self, org_id: uuid.UUID, pairs: Sequence[tuple[str, str]]
     ) -> dict[tuple[str, str], Holder]:
-        """``{(namespace, key): holder}`` of the current memories holding these keys."""
-        found = await self._holders(org_id, Memory.key, pairs, Memory.superseded_by.is_(None))
+        """``{(namespace, key): holder}`` of the current, unexpired memories holding these keys."""
+        found = await self._holders(
+            org_id, Memory.key, pairs, and_(Memory.superseded_by.is_(None), live())
+        )
         return {(h_ns, str(h.key)): h for h_ns, h in found}
 
     async def keyed_copies(
@@ -512,13 +514,20 @@ class MemoryRepository:
             for ns, i, k, h, s, p in (await self.session.execute(stmt)).all()
         ]
 
-    async def claim_key(self, org_id: uuid.UUID, memory_id: uuid.UUID, key: str) -> None:
-        """Give ``key`` to an existing memory and make it current again."""
-        await self.session.execute(
+    async def claim_key(self, org_id: uuid.UUID, memory_id: uuid.UUID, key: str) -> bool:
+        """Give ``key`` to an existing memory and make it current again. False when the memory
+        is gone or holds another key by now (a concurrent keyed write of the same content
+        claimed it first: the row is re-checked once that write commits)."""
+        result = await self.session.execute(
             update(Memory)
-            .where(Memory.org_id == org_id, Memory.id == memory_id)
+            .where(
+                Memory.org_id == org_id,
+                Memory.id == memory_id,
+                or_(Memory.key.is_(None), Memory.key == key),
+            )
             .values(key=key, superseded_by=None, updated_at=func.now())
         )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
 
     async def ensure_projects(self, org_id: uuid.UUID, projects: set[str]) -> None:
         if not projects:

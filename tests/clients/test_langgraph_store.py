@@ -87,6 +87,23 @@ def _expiry(cx: Client, namespace: str, key: str) -> datetime | None:
     return found.expires_at
 
 
+def test_store_put_after_its_ttl_ran_out_stores_the_item_again(cx: Client, pg_url: str) -> None:
+    """An item whose TTL ran out (expired, not purged yet) is gone; putting the same value
+    again stores it anew rather than failing on the expired memory."""
+    import psycopg
+
+    store = CtxpackStore(cx)
+    store.put(("lena",), "export", {"content": GOTCHA}, ttl=1)
+    found = cx.get_by_key("lena", "export")
+    assert found is not None
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("UPDATE memories SET expires_at = now() - interval '1 second' WHERE id = %s", (found.id,))
+    assert store.get(("lena",), "export") is None
+    store.put(("lena",), "export", {"content": GOTCHA})
+    again = store.get(("lena",), "export")
+    assert again is not None and again.value == {"content": GOTCHA}
+
+
 def test_store_ttl_is_written_refreshed_on_read_and_cleared(cx: Client) -> None:
     store = CtxpackStore(cx)
     assert store.supports_ttl

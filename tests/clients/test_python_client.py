@@ -3,6 +3,8 @@ classes, retries honouring Retry-After, and the configuration from the environme
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 
 import httpx
@@ -65,6 +67,11 @@ def test_every_sync_call(ctxpack_env: str, key: Key) -> None:
         assert client.forget(art.memory_id).deleted
         with pytest.raises(NotFound):
             client.get(art.memory_id)
+        other = client.artifacts.create("alice", "backoff table", {"tries": 3})
+        gone = client.artifacts.delete(other.artifact_id)
+        assert (gone.deleted, gone.memory_id) == (True, other.memory_id)
+        with pytest.raises(NotFound):
+            client.artifacts.get(other.artifact_id)
 
 
 def test_memories_iterator_pages_by_itself(ctxpack_env: str) -> None:
@@ -146,6 +153,7 @@ async def test_every_async_call(ctxpack_env: str) -> None:
         assert (await client.update(stored.id, tags=["x"])).tags == ["x"]
         art = await client.artifacts.create("carol", "table", {"a": 1})
         assert (await client.artifacts.get(art.artifact_id)).body == {"a": 1}
+        assert (await client.artifacts.delete(art.artifact_id)).deleted
         rows = await client.audit.list(action="context")
         assert (await client.audit.get(rows.items[0].id)).action == "context"
         assert (await client.audit.replay(pack.audit_id)).replayed == pack.audit_id  # type: ignore[arg-type]
@@ -185,6 +193,38 @@ def test_retries_honour_retry_after_then_give_up() -> None:
         assert slept == [5, 5]  # Retry-After, capped at max_backoff
     finally:
         impl.time.sleep = original  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("concurrent", [False, True])
+def test_remember_many_keeps_what_was_stored_when_a_chunk_times_out(concurrent: bool) -> None:
+    """A chunk with no answer raises TransportError after every chunk has run, with
+    ``partial`` holding the chunks that were stored (sync and async alike)."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/whoami":
+            return httpx.Response(200, json={"org_id": "o", "key_id": "k", "key_name": "n", "scopes": [],
+                                             "projects": [], "namespace_prefixes": []})
+        items = json.loads(request.content)["items"]
+        if items[0]["content"].startswith("Fact 2"):
+            raise httpx.ReadTimeout("slow", request=request)
+        results = [{"index": i, "status": "created", "id": str(uuid.uuid4())} for i in range(len(items))]
+        return httpx.Response(200, json={"items": results, "created": len(items), "duplicates": 0, "rejected": 0})
+
+    items = [{"namespace": "alice", "content": f"Fact {n} about the billing service retries."} for n in range(5)]
+    if concurrent:
+        async def run() -> None:
+            transport = httpx.MockTransport(handler)
+            async with AsyncClient("http://ctxpack.test", "k", http_client=httpx.AsyncClient(transport=transport)) as client:
+                await client.remember_many(items, chunk_size=2)
+
+        with pytest.raises(TransportError) as caught:
+            asyncio.run(run())
+    else:
+        client = Client("http://ctxpack.test", "k", http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+        with pytest.raises(TransportError) as caught:
+            client.remember_many(items, chunk_size=2)
+    partial = caught.value.partial  # type: ignore[attr-defined]
+    assert partial.created == 3 and [i.index for i in partial.items] == [0, 1, 4]
 
 
 def test_unreachable_server_is_a_transport_error() -> None:

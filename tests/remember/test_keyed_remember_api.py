@@ -4,10 +4,12 @@ key, in batches, and the refusals (domain/keyed_writes.py)."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import httpx
+import psycopg
 
-from tests.conftest import KeyFactory
+from tests.conftest import Key, KeyFactory
 
 V1 = "The staging database lives on port 5433, not the default 5432."
 V2 = "The staging database moved to port 6543 after the November migration."
@@ -255,3 +257,78 @@ async def test_a_superseded_copy_is_history_not_a_conflict(
     assert keyed.status_code == 201, keyed.text
     assert keyed.json()["status"] == "created"
     assert keyed.json()["id"] != old["id"]
+
+
+# --- an expired memory holds no key and no content (domain/expiry.py) ------------------------
+
+
+def expire_now(url: str, memory_id: str) -> None:
+    """Move a memory's expiry into the past, as time passing would (not purged yet)."""
+    with psycopg.connect(url) as conn:
+        conn.execute(
+            "UPDATE memories SET expires_at = now() - interval '1 second' WHERE id = %s",
+            (uuid.UUID(memory_id),),
+        )
+
+
+async def test_an_expired_key_is_written_anew(client: httpx.AsyncClient, key: Key, pg_url: str) -> None:
+    auth = key.headers
+    old = (await remember(client, auth, content=V1, key="k", ttl_seconds=60)).json()
+    expire_now(pg_url, old["id"])
+    assert await by_key(client, auth, "k") == []
+    # The same content again: stored (not a "duplicate" of a memory nobody can read).
+    again = await remember(client, auth, content=V1, key="k")
+    assert again.status_code == 201, again.text
+    assert again.json()["status"] == "created" and again.json()["id"] != old["id"]
+    assert [m["id"] for m in await by_key(client, auth, "k")] == [again.json()["id"]]
+    # Other content under an expired key: created, superseding nothing.
+    gone = (await remember(client, auth, content=V2, key="k2", ttl_seconds=60)).json()
+    expire_now(pg_url, gone["id"])
+    other = (await remember(client, auth, content=V3, key="k2")).json()
+    assert (other["status"], other["superseded_id"]) == ("created", None)
+    audit = (await client.get("/v1/audit", params={"memory_id": old["id"]}, headers=auth)).json()
+    assert "expire" in {row["action"] for row in audit["items"]}
+
+
+async def test_an_expired_copy_does_not_block_a_keyed_write(
+    client: httpx.AsyncClient, key: Key, pg_url: str
+) -> None:
+    auth = key.headers
+    old = (await remember(client, auth, content=V1, ttl_seconds=60)).json()
+    expire_now(pg_url, old["id"])
+    keyed = await remember(client, auth, content=V1, key="k")
+    assert keyed.status_code == 201, keyed.text
+    assert keyed.json()["status"] == "created" and keyed.json()["id"] != old["id"]
+    batch = await client.post(
+        "/v1/remember/batch",
+        json={"items": [{"namespace": "alice", "content": V2, "key": "b", "ttl_seconds": 60}]},
+        headers=auth,
+    )
+    expire_now(pg_url, batch.json()["items"][0]["id"])
+    again = await client.post(
+        "/v1/remember/batch", json={"items": [{"namespace": "alice", "content": V2, "key": "b"}]},
+        headers=auth,
+    )
+    assert again.json()["items"][0]["status"] == "created", again.text
+
+
+async def test_two_keys_never_claim_one_copy(
+    client: httpx.AsyncClient, key: Key, session_factory
+) -> None:
+    """Two keyed writes of one content under two keys, racing for its unkeyed copy: the
+    second claim re-checks the row once the first commits and finds it taken (the write
+    then fails with 409 and its retry names the other key), so no key is silently lost."""
+    from service.store.memories import MemoryRepository
+
+    copy = uuid.UUID((await remember(client, key.headers, content=V3)).json()["id"])
+    async with session_factory() as first, session_factory() as second:
+        assert await MemoryRepository(first).claim_key(key.org_id, copy, "k1")
+        racing = asyncio.create_task(MemoryRepository(second).claim_key(key.org_id, copy, "k2"))
+        await asyncio.sleep(0.2)
+        assert not racing.done()  # waiting on the first claim's row lock
+        await first.commit()
+        assert await racing is False
+        await second.rollback()
+    assert [m["id"] for m in await by_key(client, key.headers, "k1")] == [str(copy)]
+    retry = await remember(client, key.headers, content=V3, key="k2")
+    assert retry.status_code == 409 and retry.json()["error"]["existing_id"] == str(copy)

@@ -1,7 +1,7 @@
 """ctxpack-client: a typed client for the ctxpack memory service.
 
     from ctxpack_client import Client
-    client = Client("http://127.0.0.1:8080", api_key="ctx_...")   # or CTXPACK_URL / CTXPACK_API_KEY
+    client = Client("http://127.0.0.1:8080", api_key="ctxp_...")   # or CTXPACK_URL / CTXPACK_API_KEY
     client.remember("Staging's database is on port 6543, not 5432.", "alice", key="staging-db", type="gotcha")
     print(client.context("connect to the staging database", "alice:s2").markdown)
 """

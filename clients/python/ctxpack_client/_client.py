@@ -38,6 +38,7 @@ from ctxpack_client._core import (
 from ctxpack_client.models import (
     ArtifactCreate,
     ArtifactCreated,
+    ArtifactDeleted,
     ArtifactFields,
     AuditEvent,
     AuditEventSummary,
@@ -163,19 +164,19 @@ class Client:
 
         A chunk refused as a whole (invalid item, namespace out of reach) raises its error,
         with ``field`` numbered as in ``items`` and ``partial`` holding what the other chunks
-        stored."""
+        stored; so does a chunk without an answer (``TransportError``: a timeout, for one)."""
         requests = [as_request(i) for i in items]
         if not requests:
             return RememberManyResult(items=[])
         max_items, max_bytes = self._batch_limits()
         parts = chunks(requests, min(chunk_size or DEFAULT_CHUNK, max_items), max_bytes)
 
-        def send(part: tuple[int, list[RememberRequest]]) -> tuple[int, RememberBatchResponse | errors.APIError]:
+        def send(part: tuple[int, list[RememberRequest]]) -> tuple[int, RememberBatchResponse | errors.CtxpackError]:
             offset, chunk = part
             try:
                 body = dump(RememberBatchRequest(items=chunk))
                 return offset, self._call("POST", "/v1/remember/batch", RememberBatchResponse, json=body)
-            except errors.APIError as exc:
+            except errors.CtxpackError as exc:
                 return offset, exc
 
         with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(parts)))) as pool:
@@ -256,6 +257,10 @@ class Artifacts:
         query = params(fields=",".join(fields) if fields is not None else None)
         return self._client._call("GET", f"/v1/artifacts/{artifact_id}", ArtifactFields, params=query)
 
+    def delete(self, artifact_id: uuid.UUID | str) -> ArtifactDeleted:
+        """Erase an artifact: its body and its memory."""
+        return self._client._call("DELETE", f"/v1/artifacts/{artifact_id}", ArtifactDeleted)
+
 
 class Audit:
     """``client.audit``: the audit trail (list, one row, replay of a context call)."""
@@ -286,15 +291,16 @@ class Audit:
         return self._client._call("POST", f"/v1/audit/{audit_id}/replay", ReplayResponse)
 
 
-def _finish(done: list[tuple[int, RememberBatchResponse | errors.APIError]]) -> RememberManyResult:
+def _finish(done: list[tuple[int, RememberBatchResponse | errors.CtxpackError]]) -> RememberManyResult:
     from ctxpack_client._core import shift_error
 
     ok = [(o, r) for o, r in done if isinstance(r, RememberBatchResponse)]
-    failed = [(o, r) for o, r in done if isinstance(r, errors.APIError)]
+    failed = [(o, r) for o, r in done if isinstance(r, errors.CtxpackError)]
     result = merge(ok)
     if failed:
         offset, exc = failed[0]
-        exc = shift_error(exc, offset)
+        if isinstance(exc, errors.APIError):
+            exc = shift_error(exc, offset)
         exc.partial = result  # type: ignore[attr-defined]
         raise exc
     return result
@@ -382,13 +388,13 @@ class AsyncClient:
         parts = chunks(requests, min(chunk_size or DEFAULT_CHUNK, max_items), max_bytes)
         gate = asyncio.Semaphore(max(1, concurrency))
 
-        async def send(part: tuple[int, list[RememberRequest]]) -> tuple[int, RememberBatchResponse | errors.APIError]:
+        async def send(part: tuple[int, list[RememberRequest]]) -> tuple[int, RememberBatchResponse | errors.CtxpackError]:
             offset, chunk = part
             async with gate:
                 try:
                     body = dump(RememberBatchRequest(items=chunk))
                     return offset, await self._call("POST", "/v1/remember/batch", RememberBatchResponse, json=body)
-                except errors.APIError as exc:
+                except errors.CtxpackError as exc:
                     return offset, exc
 
         return _finish(list(await asyncio.gather(*(send(p) for p in parts))))
@@ -456,6 +462,9 @@ class AsyncArtifacts:
     async def get(self, artifact_id: uuid.UUID | str, fields: Iterable[str] | None = None) -> ArtifactFields:
         query = params(fields=",".join(fields) if fields is not None else None)
         return await self._client._call("GET", f"/v1/artifacts/{artifact_id}", ArtifactFields, params=query)
+
+    async def delete(self, artifact_id: uuid.UUID | str) -> ArtifactDeleted:
+        return await self._client._call("DELETE", f"/v1/artifacts/{artifact_id}", ArtifactDeleted)
 
 
 class AsyncAudit:

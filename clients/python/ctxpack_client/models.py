@@ -319,6 +319,13 @@ class ArtifactFields(_Response):
     body: dict[str, Any] | list[Any] | None = None
 
 
+class ArtifactDeleted(_Response):
+    artifact_id: uuid.UUID
+    memory_id: uuid.UUID | None
+    deleted: bool
+    audit_id: uuid.UUID | None = None
+
+
 # --- audit ------------------------------------------------------------------------------------
 
 
@@ -410,7 +417,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
         GateReasonOut, RememberResponse, BatchItemResult, RememberBatchResponse, RelatedOut,
         MemoryOut, MemoryPage, MemoryPatch, DeleteResponse, ContextRequest, ContextQuality,
         ContextRelated, ContextItem, ContextSection, ContextResponse, ArtifactCreate,
-        ArtifactCreated, ArtifactFields, AuditEventSummary, AuditEvent, AuditPage, RankedItem,
+        ArtifactCreated, ArtifactFields, ArtifactDeleted, AuditEventSummary, AuditEvent, AuditPage, RankedItem,
         RankChange, PackDiff, ReplayResponse, WhoAmI, ErrorBody, ErrorResponse,
     )
 }
