@@ -56,6 +56,20 @@ def test_store_put_get_search_delete_list(cx: Client) -> None:
     assert [f.key for f in store.search(ns)] == ["invoices"]
 
 
+def test_store_put_of_an_earlier_version_keeps_the_new_value(cx: Client) -> None:
+    store = CtxpackStore(cx)
+    ns = ("lena",)
+    store.put(ns, "job", {"content": GOTCHA, "x": 1})
+    store.put(ns, "job", {"content": NEWER, "x": 2})
+    store.put(ns, "job", {"content": GOTCHA, "x": 3}, ttl=60)
+    item = store.get(ns, "job", refresh_ttl=False)
+    assert item is not None and item.value == {"content": GOTCHA, "x": 3}
+    assert _expiry(cx, "lena", "job") is not None
+    store.put(ns, "job", {"content": NEWER, "x": 4})
+    assert store.get(ns, "job").value == {"content": NEWER, "x": 4}  # type: ignore[union-attr]
+    assert _expiry(cx, "lena", "job") is None
+
+
 def test_store_refusals(cx: Client) -> None:
     store = CtxpackStore(cx)
     with pytest.raises(MemoryRejected) as rejected:

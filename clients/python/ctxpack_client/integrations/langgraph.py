@@ -12,7 +12,8 @@ Items. ``put(ns, key, value)`` remembers ``value["content"]`` (or ``text_field``
 ``key``; the rest of the value is kept in the memory's metadata (``langgraph.value``), so
 ``get`` returns the value as put, after redaction. A value without that text field is stored
 as its JSON. Putting a key again replaces the memory (ctxpack keeps the old one as history,
-out of packs); the same content again only refreshes the rest of the value. ``put(..., None)``
+out of packs); the same content again (or an earlier version's content) only refreshes
+the rest of the value. ``put(..., None)``
 and ``delete`` erase the key's memory and its earlier versions. ``index`` is ignored:
 ctxpack always indexes the text.
 
@@ -65,6 +66,9 @@ from ctxpack_client.models import ContextItem, MemoryOut, RememberRequest
 
 _LABEL = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 META = "langgraph"
+# A put whose text a current or earlier version of the key already holds is answered by
+# that memory (``duplicate``, or ``updated`` when an earlier version comes back), which
+# keeps the metadata and expiry it was written with: the store rewrites both.
 # A search result with its memory id and metadata (for the TTL refresh).
 _Picked = tuple[SearchItem, uuid.UUID, dict[str, Any]]
 
@@ -251,7 +255,7 @@ class CtxpackStore(BaseStore):
             result = self.client.remember(req)
         except GateRejected as exc:
             raise MemoryRejected(namespace, key, exc) from exc
-        if result.status == "duplicate":
+        if result.status != "created":  # an existing memory answered: see the note at META
             self.client.update(result.id, metadata=req.metadata, **self._expiry(req))
 
     def _delete(self, namespace: tuple[str, ...], key: str) -> None:
@@ -302,7 +306,7 @@ class CtxpackStore(BaseStore):
                 result = await client.remember(req)
             except GateRejected as exc:
                 raise MemoryRejected(op.namespace, op.key, exc) from exc
-            if result.status == "duplicate":
+            if result.status != "created":  # an existing memory answered: see the note at META
                 await client.update(result.id, metadata=req.metadata, **self._expiry(req))
             return None
         if isinstance(op, SearchOp):
