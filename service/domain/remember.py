@@ -272,15 +272,19 @@ async def _reassert(
 ) -> None:
     """``item`` repeats the text of a superseded memory: unless the request names its own
     ``supersedes``, the new memory supersedes the current end of that memory's chain, when
-    the key may write it (otherwise it is simply stored, and current)."""
+    the key may write it and every reader of it can read the new memory: same namespace and
+    diary, and the same project unless the new memory is shared (otherwise it is simply
+    stored, and current: the end stays visible to those who cannot see the new memory)."""
     if item.request.supersedes is not None:
         return
     head = await repo.chain_head(caller.org_id, superseded)
+    req = item.request
     if (
         head is not None
         and caller.may_write_project(head.project)
-        and head.namespace == item.request.namespace
-        and (head.agent_id is None or head.agent_id == item.request.agent_id)
+        and head.namespace == req.namespace
+        and head.agent_id == req.agent_id
+        and (req.project is None or head.project == req.project)
     ):
         item.supersedes = head.id
         item.warnings.append(
