@@ -308,6 +308,11 @@ async def _store(
 
     Every duplicate check runs within the duplicate reach (see the module docstring)."""
     accepted = [i for i in items if i.rejection is None]
+    # An expired memory that is not purged yet must not make this write a "duplicate" of
+    # something nobody can read any more: purge it first (audited like the expiry job).
+    await purge_colliding(
+        session, caller.org_id, list({(i.request.namespace, i.hash) for i in accepted})
+    )
     outcome = await _store_plain(
         session, embedder, settings, caller, [i for i in accepted if i.request.key is None]
     )
@@ -476,12 +481,6 @@ async def _store_plain(
         return outcome
     for item in accepted:
         item.supersedes = item.request.supersedes
-
-    # An expired memory that is not purged yet must not make this write a "duplicate" of
-    # something nobody can read any more: purge it first (audited like the expiry job).
-    await purge_colliding(
-        session, caller.org_id, list({(i.request.namespace, i.hash) for i in accepted})
-    )
     fresh: list[_Prepared] = []
     repeats: dict[int, int] = {}  # item index -> index of the same content earlier in the batch
     near: dict[int, list[tuple[uuid.UUID, str, float]]]
