@@ -226,6 +226,9 @@ class CallRunner:
         no authenticated caller). Never raises: the failure matters more than its row."""
         if ctx.caller is None:
             return
+        # A failed write stored nothing, so its row names no memory an erase could scrub: it
+        # keeps no name (a derived one is the content's first sentence, maybe a stored one's).
+        ctx.request.pop("name", None)
         row: dict[str, Any] = {"error_code": code, **(details or {})}
         if transport != Transport.HTTP:
             row["transport"] = str(transport)

@@ -11,6 +11,7 @@ reaches the derived summary, the schema keys or a pack unredacted.
 Erasing either erases both: ``DELETE /v1/artifacts/{id}`` erases the body and the memory,
 and deleting the memory erases the body (``MemoryRepository.erase``). Both take write reach
 (a key limited to projects writes only its projects; shared artifacts are read-only to it).
+A PATCH of the memory's project moves the body with it (``MemoryRepository.update``).
 """
 
 from __future__ import annotations

@@ -14,10 +14,11 @@ Rules:
 - The expiry job (``run_expiry``, every ``expiry_purge_interval_seconds``) then deletes
   expired memories for good, in short batches, as an erase does (edges by cascade, names
   scrubbed from the audit trail), and writes one audit row per org and batch (action
-  ``expire``, the purged ids). A write whose content equals an expired, not yet purged memory
-  purges that one first (audited the same way), so it is stored rather than called a
-  duplicate of something nobody can read; so does a keyed write whose key an expired memory
-  still holds (the key names nothing readable, so the write is ``created``).
+  ``expire``, the purged ids). A write (remember, keyed or not, or a PATCH) whose content
+  equals an expired, not yet purged memory purges that one first (audited the same way), so
+  it is stored rather than called a duplicate of something nobody can read; so does a keyed
+  write whose key an expired memory still holds (the key names nothing readable, so the
+  write is ``created``).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from service.config import Settings
 from service.domain import audit as audit_service
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
-from service.domain.expiry import patched_expiry
+from service.domain.expiry import patched_expiry, purge_colliding
 from service.domain.facets import facet_of
 from service.domain.namespaces import parse_namespace_filter
 from service.domain.redaction import merge_counts
@@ -274,6 +274,8 @@ async def update_memory(
             row.agent_id,
             values.get("content_hash", row.content_hash),
         )
+        # An expired copy nobody can read is purged first, as for remember: never a 409.
+        await purge_colliding(session, caller.org_id, [(row.namespace, content_key[3])])
         taken = await repo.hash_taken(caller.org_id, content_key, memory_id)
         if taken is not None:
             raise Conflict(

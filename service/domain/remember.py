@@ -272,15 +272,19 @@ async def _reassert(
 ) -> None:
     """``item`` repeats the text of a superseded memory: unless the request names its own
     ``supersedes``, the new memory supersedes the current end of that memory's chain, when
-    the key may write it (otherwise it is simply stored, and current)."""
+    the key may write it and every reader of it can read the new memory: same namespace and
+    diary, and the same project unless the new memory is shared (otherwise it is simply
+    stored, and current: the end stays visible to those who cannot see the new memory)."""
     if item.request.supersedes is not None:
         return
     head = await repo.chain_head(caller.org_id, superseded)
+    req = item.request
     if (
         head is not None
         and caller.may_write_project(head.project)
-        and head.namespace == item.request.namespace
-        and (head.agent_id is None or head.agent_id == item.request.agent_id)
+        and head.namespace == req.namespace
+        and head.agent_id == req.agent_id
+        and (req.project is None or head.project == req.project)
     ):
         item.supersedes = head.id
         item.warnings.append(
@@ -304,6 +308,14 @@ async def _store(
 
     Every duplicate check runs within the duplicate reach (see the module docstring)."""
     accepted = [i for i in items if i.rejection is None]
+    # An expired memory that is not purged yet must not make this write a "duplicate" of
+    # something nobody can read any more: purge it first (audited like the expiry job).
+    # Keyed writes purge theirs under their key locks (_store_keyed), key holders included.
+    await purge_colliding(
+        session,
+        caller.org_id,
+        list({(i.request.namespace, i.hash) for i in accepted if i.request.key is None}),
+    )
     outcome = await _store_plain(
         session, embedder, settings, caller, [i for i in accepted if i.request.key is None]
     )
@@ -485,12 +497,6 @@ async def _store_plain(
         return outcome
     for item in accepted:
         item.supersedes = item.request.supersedes
-
-    # An expired memory that is not purged yet must not make this write a "duplicate" of
-    # something nobody can read any more: purge it first (audited like the expiry job).
-    await purge_colliding(
-        session, caller.org_id, list({(i.request.namespace, i.hash) for i in accepted})
-    )
     fresh: list[_Prepared] = []
     repeats: dict[int, int] = {}  # item index -> index of the same content earlier in the batch
     near: dict[int, list[tuple[uuid.UUID, str, float]]]

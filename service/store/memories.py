@@ -634,10 +634,18 @@ class MemoryRepository:
         return list(rows.scalars().all()), int(total)
 
     async def update(self, org_id: uuid.UUID, memory_id: uuid.UUID, values: dict[str, Any]) -> None:
+        """Change a memory's columns. A new project moves an artifact memory's body with it:
+        the artifact's reach (``ArtifactRepository.get``) is its project."""
         values = {**values, "updated_at": datetime.now(UTC)}
         await self.session.execute(
             update(Memory).where(Memory.org_id == org_id, Memory.id == memory_id).values(**values)
         )
+        if "project" in values:
+            await self.session.execute(
+                update(Artifact)
+                .where(Artifact.org_id == org_id, Artifact.memory_id == memory_id)
+                .values(project=values["project"])
+            )
 
     async def hash_taken(
         self,

@@ -184,3 +184,36 @@ async def test_bad_patch_expiry_is_named_and_changes_nothing(
         assert r.json()["error"]["field"] == field, (body, r.json())
     got = (await client.get(f"/v1/memories/{mid}", headers=auth)).json()
     assert got["expires_at"] is None and got["tags"] == []
+
+
+async def test_patch_and_keyed_writes_never_collide_with_an_expired_copy(
+    client: httpx.AsyncClient, key: Key, pg_url: str
+) -> None:
+    # An expired copy is read by nobody: a PATCH to its content is no 409 naming it, and a
+    # keyed write of its key and content is no "duplicate" of it (both purge it first).
+    auth = key.headers
+    for body in ({}, {"key": "staging-rebuild"}):
+        gone = await client.post(
+            "/v1/remember",
+            json={"namespace": "gina", "content": CONTENT, "ttl_seconds": 3600, **body},
+            headers=auth,
+        )
+        expire_now(pg_url, gone.json()["id"])
+        if body:
+            again = await client.post(
+                "/v1/remember", json={"namespace": "gina", "content": CONTENT, **body}, headers=auth
+            )
+            assert again.json()["status"] == "created", again.text
+        else:
+            other = await client.post(
+                "/v1/remember",
+                json={"namespace": "gina", "content": "The staging cache is flushed on Fridays."},
+                headers=auth,
+            )
+            again = await client.patch(
+                f"/v1/memories/{other.json()['id']}", json={"content": CONTENT}, headers=auth
+            )
+            assert again.status_code == 200, again.text
+        assert gone.json()["id"] not in again.text
+        got = await client.get(f"/v1/memories/{again.json()['id']}", headers=auth)
+        assert got.json()["content"] == CONTENT

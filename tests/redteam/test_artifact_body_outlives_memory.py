@@ -88,3 +88,17 @@ async def test_delete_artifact_takes_write_reach(
     for url in (shared_url, p2_url):
         assert (await client.get(url, headers=org.admin.headers)).status_code == 200
     assert (await client.delete(p2_url, headers=org.p2.headers)).status_code == 200
+
+
+async def test_the_body_moves_with_its_memorys_project(client: httpx.AsyncClient, org: Org) -> None:
+    # An artifact's memory moved from p2 to p1: p2 can no longer read the body, p1 can.
+    art = await _artifact(client, org.admin, project="p2")
+    moved = await client.patch(
+        f"/v1/memories/{art['memory_id']}", json={"project": "p1"}, headers=org.admin.headers
+    )
+    assert moved.status_code == 200, moved.text
+    url = f"/v1/artifacts/{art['artifact_id']}"
+    assert (await memory(client, org.p2, art["memory_id"])).status_code == 404
+    assert (await client.get(url, headers=org.p2.headers)).status_code == 404
+    assert (await client.delete(url, headers=org.p2.headers)).status_code == 404
+    assert (await client.get(url, headers=org.p1.headers)).json()["project"] == "p1"

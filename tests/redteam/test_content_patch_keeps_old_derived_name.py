@@ -90,3 +90,22 @@ async def test_delete_erases_current_and_former_names_from_the_audit_trail(
     for name in (row["name"], current):
         assert name not in text
     assert "[erased]" in text
+
+
+async def test_a_refused_write_of_the_same_text_keeps_no_name_in_the_trail(
+    client: httpx.AsyncClient, org: Org, sql
+) -> None:
+    # A write refused as a conflict (its text held under another key) named no memory: its
+    # row must not keep the first sentence the erased memory's name was derived from.
+    body = {"namespace": "alice", "content": OLD}
+    row = (await client.post("/v1/remember", json={**body, "key": "k1"}, headers=org.admin.headers)).json()
+    refused = await client.post("/v1/remember", json={**body, "key": "k2"}, headers=org.admin.headers)
+    assert refused.status_code == 409, refused.text
+    assert (
+        await client.delete(f"/v1/memories/{row['id']}", headers=org.admin.headers)
+    ).status_code == 200
+    trail = await sql(
+        "SELECT request::text || details::text AS txt FROM audit_events WHERE org_id = :org",
+        org=org.admin.org_id,
+    )
+    assert row["name"] not in " ".join(r.txt for r in trail)

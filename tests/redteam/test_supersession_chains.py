@@ -123,3 +123,21 @@ async def test_a_revived_text_already_current_points_at_the_current_copy(
     assert response.status_code == 200, response.text
     assert (await memory(client, org.p1, y1["id"])).json()["superseded_by"] == y3["id"]
     assert (await memory(client, org.p1, y3["id"])).json()["superseded_by"] is None
+
+
+async def test_reassertion_in_a_narrower_scope_never_hides_the_end(
+    client: httpx.AsyncClient, org: Org
+) -> None:
+    # y2 is read by every agent and by p2; y1's text said again in agent-a's diary, or in p1,
+    # must not hide y2 from agent-b or from p2, who cannot read the new memory.
+    y1 = await created(client, org.admin, content=LIMITS[0])
+    y2 = await created(client, org.admin, content=LIMITS[1], supersedes=y1["id"])
+    in_diary = await created(client, org.admin, content=LIMITS[0], agent_id="agent-a")
+    in_p1 = await created(client, org.admin, content=LIMITS[0], project="p1")
+    for again in (in_diary, in_p1):
+        assert y2["id"] not in str(again["warnings"])
+    assert (await memory(client, org.admin, y2["id"])).json()["superseded_by"] is None
+    assert y2["id"] in {str(i) for i in pack_ids(await pack(client, org.p2, GOAL))}
+    assert y2["id"] in {
+        str(i) for i in pack_ids(await pack(client, org.admin, GOAL, agent_id="agent-b"))
+    }
