@@ -984,9 +984,12 @@ class Redactor:
             return result.text
         if isinstance(obj, dict):
             out: dict[str, JSONValue] = {}
+            named = _pair_label(obj)
             for key, value in obj.items():
                 text_key = key if isinstance(key, str) else str(key)
                 label = _label_for_key(_plain_key(text_key)) or secret
+                if named is not None and _key_words(_plain_key(text_key))[-1:] == ("value",):
+                    label = label or named
                 new_key = self.redact(text_key)
                 _add(counts, new_key.counts)
                 name = new_key.text
@@ -1009,6 +1012,19 @@ class Redactor:
             counts[secret] = counts.get(secret, 0) + 1
             return placeholder(secret)
         return obj
+
+
+def _pair_label(obj: Mapping[str, JSONValue]) -> str | None:
+    """The secret a name/value pair names in its name: ``{"name": "DB_PASSWORD", "value":
+    "…"}`` (Kubernetes env), ``{"Key": "password", "Value": "…"}`` (AWS tags),
+    ``{"ParameterKey": "ApiToken", "ParameterValue": "…"}``. None when it names none."""
+    for key, value in obj.items():
+        if isinstance(key, str) and isinstance(value, str) and len(value) <= 200:
+            if _key_words(_plain_key(key))[-1:] in (("name",), ("key",)):
+                label = _label_for_key(_plain_key(value))
+                if label is not None:
+                    return label
+    return None
 
 
 def _plain_key(key: str) -> str:
