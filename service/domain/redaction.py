@@ -834,14 +834,15 @@ _RULES: tuple[_Rule, ...] = (
         anchored=True,
     ),
     # A keyword, then the value after a space or a few words: ``requirepass s3cr3t``,
-    # ``PGPASSWORD hunter22``, "the staging database password is Tr0ub4dor-xyz-77".
+    # ``PGPASSWORD hunter22``, "the staging database password is Tr0ub4dor-xyz-77" (or
+    # "is: Tr0ub4dor-xyz-77").
     _Rule(
         "PASSWORD/API_KEY/SECRET/TOKEN",
         re.compile(
             rf"""(?ix)
             (?<![A-Za-z0-9_.\-])
             (?P<key>[A-Za-z0-9_.\-]{{0,40}}?{_KEYWORDS_EXT})
-            (?P<sep>[ \t]+(?:(?:[a-z][a-z0-9_\-]{{0,23}}[ \t]+){{0,4}}?(?:is|was|are|=|:)[ \t]+
+            (?P<sep>[ \t]+(?:(?:[a-z][a-z0-9_\-]{{0,23}}[ \t]+){{0,4}}?(?:(?:is|was|are)(?:[ \t]*[:=])?|=|:)[ \t]+
                 (?:(?:now|still|just|currently|set[ ]to|changed[ ]to|reset[ ]to)[ \t]+)?)?)
             ["'`]?(?P<vu>[^\s"'`<>()\[\]{{}},;]{{3,199}}[^\s"'`<>()\[\]{{}},;.!?:])
             (?=["'`]?(?:[\s,;.!?:)\]}}]|$))
