@@ -113,7 +113,8 @@ async def erase_namespace(
             limited to projects (403).
     """
     caller.require("write")
-    namespace = parse_namespace(namespace)
+    # A namespace stored before secrets in namespaces were refused can still be erased.
+    namespace = parse_namespace(namespace, refuse_secrets=False)
     ctx.namespace = namespace
     ctx.request = {"namespace": namespace}
     caller.check_namespace(namespace)

@@ -35,7 +35,7 @@ from service.domain.auth import Caller
 from service.domain.expiry import patched_expiry, purge_colliding
 from service.domain.facets import facet_of
 from service.domain.namespaces import parse_namespace_filter
-from service.domain.redaction import merge_counts
+from service.domain.redaction import REDACTOR, merge_counts
 from service.domain.redaction_fields import check_identifiers
 from service.domain.remember import derive_name, document_text
 from service.domain.write_pipeline import WritePipeline, strip_placeholders
@@ -134,7 +134,13 @@ async def list_memories(
     ns, subtree = (None, True) if namespace is None else parse_namespace_filter(namespace)
     if ns is not None and not subtree:
         caller.check_namespace(ns)
+    # Filters are kept in the audit row: identifiers holding a secret are refused (before
+    # the project check, whose 403 names the project), as on every write; a tag is matched
+    # as stored, that is redacted (short: bounded by the route).
+    check_identifiers({"project": project, "agent_id": agent_id, "key": key})
     caller.check_project(project)
+    if tag is not None:
+        tag = REDACTOR.redact(tag).text
     if key is not None and (ns is None or subtree):
         raise InvalidInput("namespace", "a key is unique within one namespace: give it exactly")
     if not 0 <= offset <= 1_000_000:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from service.domain.redaction_fields import check_identifiers
 from service.errors import InvalidInput
 
 SEGMENT = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
@@ -16,12 +17,18 @@ MAX_DEPTH = 3
 SUBTREE = "*"
 
 
-def parse_namespace(value: str, field: str = "namespace") -> str:
+def parse_namespace(value: str, field: str = "namespace", *, refuse_secrets: bool = True) -> str:
     """Validate ``value`` as ``user[:session[:task]]`` and return it unchanged.
+
+    A namespace is an identifier (it scopes reads, and a 403 names it): one in which the
+    detector finds a secret (``alice:AKIA...``) is refused, never rewritten, like ``project``
+    and ``agent_id`` (``redaction_fields.check_identifiers``). ``refuse_secrets=False``
+    only to erase a namespace stored before that check.
 
     Raises:
         InvalidInput: naming ``field``, when a segment is empty, too long, has characters
-            outside ``[A-Za-z0-9_.-]``, or there are more than three segments.
+            outside ``[A-Za-z0-9_.-]``, or there are more than three segments; or when the
+            namespace holds a secret.
     """
     if not isinstance(value, str) or not value:
         raise InvalidInput(field, "namespace is required: user[:session[:task]]")
@@ -37,6 +44,8 @@ def parse_namespace(value: str, field: str = "namespace") -> str:
                 "each namespace segment must be 1-64 characters of [A-Za-z0-9_.-] "
                 "(no empty segments, no leading or trailing colon)",
             )
+    if refuse_secrets:
+        check_identifiers({field: value})
     return value
 
 

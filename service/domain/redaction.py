@@ -834,14 +834,15 @@ _RULES: tuple[_Rule, ...] = (
         anchored=True,
     ),
     # A keyword, then the value after a space or a few words: ``requirepass s3cr3t``,
-    # ``PGPASSWORD hunter22``, "the staging database password is Tr0ub4dor-xyz-77".
+    # ``PGPASSWORD hunter22``, "the staging database password is Tr0ub4dor-xyz-77" (or
+    # "is: Tr0ub4dor-xyz-77").
     _Rule(
         "PASSWORD/API_KEY/SECRET/TOKEN",
         re.compile(
             rf"""(?ix)
             (?<![A-Za-z0-9_.\-])
             (?P<key>[A-Za-z0-9_.\-]{{0,40}}?{_KEYWORDS_EXT})
-            (?P<sep>[ \t]+(?:(?:[a-z][a-z0-9_\-]{{0,23}}[ \t]+){{0,4}}?(?:is|was|are|=|:)[ \t]+
+            (?P<sep>[ \t]+(?:(?:[a-z][a-z0-9_\-]{{0,23}}[ \t]+){{0,4}}?(?:(?:is|was|are)(?:[ \t]*[:=])?|=|:)[ \t]+
                 (?:(?:now|still|just|currently|set[ ]to|changed[ ]to|reset[ ]to)[ \t]+)?)?)
             ["'`]?(?P<vu>[^\s"'`<>()\[\]{{}},;]{{3,199}}[^\s"'`<>()\[\]{{}},;.!?:])
             (?=["'`]?(?:[\s,;.!?:)\]}}]|$))
@@ -984,9 +985,12 @@ class Redactor:
             return result.text
         if isinstance(obj, dict):
             out: dict[str, JSONValue] = {}
+            named = _pair_label(obj)
             for key, value in obj.items():
                 text_key = key if isinstance(key, str) else str(key)
                 label = _label_for_key(_plain_key(text_key)) or secret
+                if named is not None and _key_words(_plain_key(text_key))[-1:] == ("value",):
+                    label = label or named
                 new_key = self.redact(text_key)
                 _add(counts, new_key.counts)
                 name = new_key.text
@@ -1009,6 +1013,19 @@ class Redactor:
             counts[secret] = counts.get(secret, 0) + 1
             return placeholder(secret)
         return obj
+
+
+def _pair_label(obj: Mapping[str, JSONValue]) -> str | None:
+    """The secret a name/value pair names in its name: ``{"name": "DB_PASSWORD", "value":
+    "…"}`` (Kubernetes env), ``{"Key": "password", "Value": "…"}`` (AWS tags),
+    ``{"ParameterKey": "ApiToken", "ParameterValue": "…"}``. None when it names none."""
+    for key, value in obj.items():
+        if isinstance(key, str) and isinstance(value, str) and len(value) <= 200:
+            if _key_words(_plain_key(key))[-1:] in (("name",), ("key",)):
+                label = _label_for_key(_plain_key(value))
+                if label is not None:
+                    return label
+    return None
 
 
 def _plain_key(key: str) -> str:

@@ -609,3 +609,25 @@ def test_redaction_is_fast_on_ordinary_sentences() -> None:
         best = min(best, time.perf_counter() - start)
     per_sentence_ms = best * 1000 / len(sentences)
     assert per_sentence_ms < 0.1, f"{per_sentence_ms:.4f} ms per sentence"
+
+
+def test_name_value_pairs_take_the_secret_name_of_their_sibling() -> None:
+    # Kubernetes env lists, AWS parameters and tags: the key names the secret in a sibling.
+    body: JSONValue = {
+        "env": [
+            {"name": "DB_PASSWORD", "value": "Tr0ub4dor77"},
+            {"name": "LOG_LEVEL", "value": "debug"},
+        ],
+        "Parameters": [{"ParameterKey": "ApiToken", "ParameterValue": "x9Lm2Qr7Tz4Wv8Ks"}],
+        "Tags": [{"Key": "password", "Value": "Tr0ub4dor77"}],
+    }
+    redacted, counts = REDACTOR.redact_json(body)
+    assert "Tr0ub4dor77" not in str(redacted)
+    assert "x9Lm2Qr7Tz4Wv8Ks" not in str(redacted)
+    assert isinstance(redacted, dict)
+    assert redacted["env"] == [
+        {"name": "DB_PASSWORD", "value": "[PASSWORD:REDACTED]"},
+        {"name": "LOG_LEVEL", "value": "debug"},
+    ]
+    assert counts == {"PASSWORD": 2, "API_KEY": 1}
+    assert REDACTOR.redact_json(redacted)[0] == redacted

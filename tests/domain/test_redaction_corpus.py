@@ -101,6 +101,8 @@ def test_ungrouped_16_digits_without_issuer_stay() -> None:
     ("text", "secret"),
     [
         ("the staging database password is Tr0ub4dor-xyz-77", "Tr0ub4dor-xyz-77"),
+        ("the staging database password is: Tr0ub4dor77", "Tr0ub4dor77"),
+        ("the wifi password was : Blue-Falcon-19", "Blue-Falcon-19"),
         ("password:\n  Tr0ub4dor-77\n", "Tr0ub4dor-77"),
         ("token ghp_" + "a1B2" * 4 + "\u200b" + "c3D4" * 5, "c3D4" * 5),
         ("ｐａｓｓｗｏｒｄ＝ｈｕｎｔｅｒ２２", "ｈｕｎｔｅｒ２２"),

@@ -206,3 +206,70 @@ async def test_oversize_content_is_refused_before_redaction(
     )
     assert response.status_code == 422
     assert [r["code"] for r in response.json()["error"]["reasons"]] == ["oversize"]
+
+
+async def test_a_namespace_holding_a_secret_is_refused(
+    app: FastAPI, client: httpx.AsyncClient, key: Key
+) -> None:
+    # A namespace segment takes [A-Za-z0-9_.-]: an AWS key id or a GitHub token fits. It is
+    # an identifier (it scopes reads), so it is refused like project and agent_id.
+    aws = "AKIA" + "Z9" * 8
+    namespace = f"{NS}:{aws}"
+    remembered = await client.post(
+        "/v1/remember",
+        json={"namespace": namespace, "content": "The billing export runs nightly at 02:00."},
+        headers=key.headers,
+    )
+    artifact = await client.post(
+        "/v1/artifacts",
+        json={"namespace": namespace, "name": "export", "body": {"rows": 3}},
+        headers=key.headers,
+    )
+    context = await client.post(
+        "/v1/context",
+        json={"namespace": namespace, "goal": "billing export"},
+        headers=key.headers,
+    )
+    for response in (remembered, artifact, context):
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["field"] == "namespace"
+        assert aws not in response.text
+        assert "AWS_ACCESS_KEY" in response.json()["error"]["message"]
+    assert aws not in await _dump(app)
+
+
+async def test_list_filters_holding_a_secret_stay_out_of_the_audit_row(
+    app: FastAPI, client: httpx.AsyncClient, key: Key
+) -> None:
+    secret = "Hunter22xQ"
+    aws = "AKIA" + "Z9" * 8
+    namespace = f"{NS}:filters"
+    stored = await client.post(
+        "/v1/remember",
+        json={
+            "namespace": namespace,
+            "content": "The billing export runs nightly at 02:00.",
+            "tags": [f"password={secret}"],
+        },
+        headers=key.headers,
+    )
+    assert stored.status_code == 201, stored.text
+    # A tag filter is matched as the tag is stored: redacted.
+    listed = await client.get(
+        "/v1/memories",
+        params={"namespace": namespace, "tag": f"password={secret}"},
+        headers=key.headers,
+    )
+    assert listed.status_code == 200, listed.text
+    assert [m["id"] for m in listed.json()["items"]] == [stored.json()["id"]]
+    # Identifiers holding a secret are refused, as on writes, naming the field only.
+    for field in ("project", "agent_id", "key"):
+        refused = await client.get(
+            "/v1/memories", params={"namespace": namespace, field: aws}, headers=key.headers
+        )
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"]["field"] == field
+        assert aws not in refused.text
+    dump = await _dump(app)
+    assert secret not in dump
+    assert aws not in dump
