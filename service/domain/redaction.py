@@ -508,8 +508,9 @@ def _accept_xml(m: re.Match[str]) -> str | None:
     return label if ok else None
 
 
-_LINE_START_RE = re.compile(
-    r"(?i)(?:^|\n)[ \t]*(?:(?:export|set|setx|env|-e|--env|\$env:)[ \t]+(?:-[a-z]+[ \t]+)?)?$"
+# What may stand between a line's start (or 40 characters back) and a directive's key.
+_LINE_PREFIX_RE = re.compile(
+    r"(?i)[ \t]*(?:(?:export|set|setx|env|-e|--env|\$env:)[ \t]+(?:-[a-z]+[ \t]+)?)?"
 )
 
 
@@ -517,8 +518,10 @@ def _is_directive(m: re.Match[str]) -> bool:
     """A configuration line ``KEY value`` (``requirepass s3cr3t``, ``PGPASSWORD x``):
     the key opens the line, the value ends it, and the key is not an English word."""
     key = m.group("key")
-    before = m.string[max(0, m.start() - 40) : m.start()]
-    if not _LINE_START_RE.search(before):
+    text, start = m.string, m.start()
+    lo = max(0, start - 40)
+    newline = text.rfind("\n", lo, start)
+    if not _LINE_PREFIX_RE.fullmatch(text, newline + 1 if newline >= 0 else lo, start):
         return False
     if not _LINE_TAIL_OK_RE.match(m.string[m.end() : m.end() + 80]):
         return False
@@ -531,9 +534,14 @@ def _accept_spaced(m: re.Match[str]) -> str | None:
     if label is None:
         return None
     value = m.group("vu")
+    directive = (m.group("sep") or "").strip() in ("", "is", "was", "are") and _is_directive(m)
+    # A lowercase word is a secret only as a directive's value (``requirepass foobared``):
+    # neither test below takes one (the cheap check first; prose is full of them).
+    if not directive and value.isalpha() and value.islower():
+        return None
     if _PLACEHOLDER_RE.search(value) or _NOT_A_SECRET_RE.match(value):
         return None
-    if (m.group("sep") or "").strip() in ("", "is", "was", "are") and _is_directive(m):
+    if directive:
         if label == "PASSWORD":
             return label if len(value) >= 4 else None
         return label if len(value) >= 8 and _HAS_DIGIT_RE.search(value) else None
@@ -842,7 +850,7 @@ _RULES: tuple[_Rule, ...] = (
             rf"""(?ix)
             (?<![A-Za-z0-9_.\-])
             (?P<key>[A-Za-z0-9_.\-]{{0,40}}?{_KEYWORDS_EXT})
-            (?P<sep>[ \t]+(?:(?:[a-z][a-z0-9_\-]{{0,23}}[ \t]+){{0,4}}?(?:(?:is|was|are)(?:[ \t]*[:=])?|=|:)[ \t]+
+            (?P<sep>[ \t]+(?:(?:[a-z][a-z0-9_\-]{{0,23}}+[ \t]++){{0,4}}?(?:(?:is|was|are)(?:[ \t]*[:=])?|=|:)[ \t]+
                 (?:(?:now|still|just|currently|set[ ]to|changed[ ]to|reset[ ]to)[ \t]+)?)?)
             ["'`]?(?P<vu>[^\s"'`<>()\[\]{{}},;]{{3,199}}[^\s"'`<>()\[\]{{}},;.!?:])
             (?=["'`]?(?:[\s,;.!?:)\]}}]|$))

@@ -118,15 +118,13 @@ def normalised_view(text: str, *, decode_percent: bool = False) -> TextView | No
             if ch in "\x7f ":
                 continue
             reps = [ch]
-            changed = [0]
         else:
             # A run of non-ASCII characters (with short ASCII gaps, which map to
             # themselves): each character is replaced by its own NFKC form.
             reps = list(map(_nfkc_char, token))
-            changed = [i for i, (a, b) in enumerate(zip(token, reps, strict=True)) if a != b]
-            if not changed:
-                continue
         piece = "".join(reps)
+        if piece == token:
+            continue
         base = vpos + (s - pos)  # where the run starts in the view
         pieces.append(text[pos:s])
         pieces.append(piece)
@@ -136,13 +134,15 @@ def normalised_view(text: str, *, decode_percent: bool = False) -> TextView | No
             ostarts.append(s)
             oends.append(s + 3)
             one_to_one.append(False)
-        elif len(piece) == len(token) and all(len(r) == 1 for r in reps):
+        elif len(piece) == len(token) and "" not in reps:
+            # Every character became one character (none vanished, so none grew).
             vstarts.append(base)
             vends.append(base + len(piece))
             ostarts.append(s)
             oends.append(s + len(token))
             one_to_one.append(True)
         else:
+            changed = [i for i, (a, b) in enumerate(zip(token, reps, strict=True)) if a != b]
             at = list(accumulate(map(len, reps), initial=base))  # view offset of each char
             vstarts.extend([at[i] for i in changed])
             vends.extend([at[i + 1] for i in changed])
