@@ -475,6 +475,10 @@ class _Rule:
     # Match only where a secret keyword ends (see _keyword_starts), rather than at every
     # word: a key-named rule then costs one keyword scan on ordinary prose.
     anchored: bool = False
+    # Lower-case substrings the pattern cannot match without, one of which must occur as
+    # well (a separator: ``=`` or ``:``, a newline): a single-line text skips the rules
+    # that need a line break.
+    needs: tuple[str, ...] = ()
 
 
 def _fixed(label: str, check: Callable[[str], bool]) -> _Accept:
@@ -559,6 +563,13 @@ def _accept_next_line(m: re.Match[str]) -> str | None:
         return None
     ok = _value_is_secret(label, m.group("key"), value, quoted=False, sep=":", tail="\n")
     return label if ok else None
+
+
+def _accept_cli_password(m: re.Match[str]) -> str | None:
+    value = m.group("vq") or m.group("vd") or m.group("vu") or ""
+    if _PLACEHOLDER_RE.search(value) or _NOT_A_SECRET_RE.match(value) or len(value) < 3:
+        return None
+    return "PASSWORD"
 
 
 def _accept_aws_secret(m: re.Match[str]) -> str | None:
@@ -804,6 +815,7 @@ _RULES: tuple[_Rule, ...] = (
         ("pass", "pwd", "pw", "secret", "token", "key"),
         _accept_keyed,
         anchored=True,
+        needs=("=", ":", "is", "was"),
     ),
     # ``--password hunter2`` / ``--token abc123...`` (space instead of ``=``).
     _Rule(
@@ -815,6 +827,28 @@ _RULES: tuple[_Rule, ...] = (
         ("--",),
         _accept_keyed,
     ),
+    # Short password flags of the clients that take one on the command line:
+    # ``mysql -u root -phunter2``, ``sshpass -p s3cret ssh host``, ``docker login -p x``,
+    # ``redis-cli -a x``. Only after the command's name, so ``docker run -p 8080:80`` and
+    # ``mysql -P 3306`` (the port) stay, and ``mysql -p`` alone (a prompt) has no value.
+    _Rule(
+        "PASSWORD",
+        re.compile(
+            r"""(?x)(?<![\w\-])
+            (?:
+                (?i:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)(?![\w\-])
+                    [^\n]{0,200}?[ \t]-p(?=[^\s\-])
+              | (?i:sshpass)(?![\w\-])[^\n]{0,80}?[ \t]-p[ \t]*(?=[^\s\-])
+              | (?i:docker|podman|nerdctl)[ \t]+(?i:login)(?![\w\-])[^\n]{0,200}?[ \t]-p[ \t]+
+              | (?i:redis-cli)(?![\w\-])[^\n]{0,200}?[ \t]-a[ \t]+
+            )
+            (?:'(?P<vq>[^'\n]{1,256})'|"(?P<vd>[^"\n]{1,256})"|(?P<vu>[^\s"'`]{1,256}))
+            """
+        ),
+        ("vq", "vd", "vu"),
+        ("mysql", "mariadb", "sshpass", "docker", "podman", "nerdctl", "redis-cli"),
+        lambda m: _accept_cli_password(m),
+    ),
     # ``<password>hunter2</password>`` in XML configs and SOAP bodies.
     _Rule(
         "PASSWORD/API_KEY/SECRET/TOKEN",
@@ -825,6 +859,17 @@ _RULES: tuple[_Rule, ...] = (
         ("pass", "pwd", "secret", "token", "key"),
         _accept_xml,
     ),
+    # .NET appSettings: ``<add key="DbPassword" value="hunter2" />``.
+    _Rule(
+        "PASSWORD/API_KEY/SECRET/TOKEN",
+        re.compile(
+            r"(?i)<add[ \t]+key[ \t]*=[ \t]*\"(?P<key>[^\"<>\n]{1,64})\"[ \t]+"
+            r"value[ \t]*=[ \t]*\"(?P<v>[^\"<>\n]{1,512})\""
+        ),
+        ("v",),
+        ("<add",),
+        _accept_xml,
+    ),
     # ``password:`` with the value alone on the next line (YAML block, a pasted note).
     _Rule(
         "PASSWORD/API_KEY/SECRET/TOKEN",
@@ -832,7 +877,7 @@ _RULES: tuple[_Rule, ...] = (
             rf"""(?ix)
             (?<![A-Za-z0-9_.\-])
             (?P<key>[A-Za-z0-9_.\-]{{0,40}}?{_KEYWORDS_EXT})
-            ["']?[ \t]*(?P<sep>[:=])[ \t]*\r?\n[ \t]*["'`]?
+            ["']?[ \t]*(?P<sep>[:=])[ \t]*(?:[|>][+\-]?[ \t]*)?\r?\n(?:[ \t]*\r?\n){{0,2}}[ \t]*["'`]?
             (?P<vu>[^\s"'`]{{4,200}}?)["'`]?[ \t]*(?=\r?\n|$)
             """
         ),
@@ -840,6 +885,7 @@ _RULES: tuple[_Rule, ...] = (
         ("pass", "pwd", "pw", "secret", "token", "key", "credential", "auth"),
         _accept_next_line,
         anchored=True,
+        needs=("\n",),
     ),
     # A keyword, then the value after a space or a few words: ``requirepass s3cr3t``,
     # ``PGPASSWORD hunter22``, "the staging database password is Tr0ub4dor-xyz-77" (or
@@ -1305,11 +1351,14 @@ def _scan(text: str, *, decode_base64: bool = True) -> list[tuple[int, int, str]
         for m in _PLACEHOLDER_RE.finditer(text):
             taken.add(*m.span())
         text = _PLACEHOLDER_RE.sub(lambda m: "\x00" * len(m.group()), text)
-    present = _present_triggers(text.lower())
+    lowered = text.lower()
+    present = _present_triggers(lowered)
     found: list[tuple[int, int, str]] = []
     starts: list[int] | None = None
     for rule in _RULES:
         if rule.triggers and present.isdisjoint(rule.triggers):
+            continue
+        if rule.needs and not any(n in lowered for n in rule.needs):
             continue
         if rule.finder is not None:
             if not decode_base64 and rule.finder is _RULES[-1].finder:

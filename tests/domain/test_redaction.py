@@ -330,6 +330,19 @@ SECRET_CASES: list[tuple[str, str, str, str]] = [
         "PHONE",
     ),
     ("phone-us-parenthesised", "Call Bob at (415) 555-0132 after 5pm.", "(415) 555-0132", "PHONE"),
+    # Short password flags of command-line clients, after the command's name.
+    ("mysql-p-attached", "Ran mysql -u root -phunter2Xy9 billing to check.", "hunter2Xy9", "PASSWORD"),
+    ("mysql-p-quoted", "mysql -u root -p'hunter2' -h db billing", "hunter2", "PASSWORD"),
+    ("mysqldump-p", "mysqldump -h db -u app -pS3cretPw mydb > dump.sql", "S3cretPw", "PASSWORD"),
+    ("sshpass-p", "sshpass -p Tr0ub4dor77 ssh deploy@bastion", "Tr0ub4dor77", "PASSWORD"),
+    ("docker-login-p", "docker login -u ci -p Tr0ub4dor77 registry.example.com", "Tr0ub4dor77", "PASSWORD"),
+    ("redis-cli-a", "redis-cli -h cache -a Tr0ub4dor77 ping", "Tr0ub4dor77", "PASSWORD"),
+    # YAML block scalars and a blank line before the value.
+    ("yaml-literal-block", "db:\n  password: |\n    Tr0ub4dor77\n", "Tr0ub4dor77", "PASSWORD"),
+    ("yaml-folded-block", "token: >-\n  abcDEF123456ghiJKL\n", "abcDEF123456ghiJKL", "TOKEN"),
+    ("next-line-after-blank", "password:\n\n  Tr0ub4dor77\n", "Tr0ub4dor77", "PASSWORD"),
+    # .NET appSettings.
+    ("dotnet-add-key", '<add key="DbPassword" value="Tr0ub4dor77" />', "Tr0ub4dor77", "PASSWORD"),
 ]
 
 
@@ -357,6 +370,11 @@ ORDINARY_TEXTS: list[tuple[str, str]] = [
         "Memory 3f2b8c1e-9a4d-4e6f-8b2a-1c3d5e7f9a0b was merged into 6e1a2b3c-4d5e-4f60-9a1b-2c3d4e5f6a7b.",
     ),
     ("git-sha-40", "Reverted a94a8fe5ccb19ba61c4c0873d391e987982fbbd3 because it broke the build."),
+    ("docker-run-port", "docker run -p 8080:80 -p 8443:443 nginx:1.27"),
+    ("mysql-port-and-prompt", "mysql -P 3306 -h db -u app -p billing"),
+    ("redis-cli-env-password", "redis-cli -a $REDIS_PASSWORD ping"),
+    ("dotnet-add-setting", '<add key="MaxItems" value="50" />'),
+    ("yaml-block-reference", "password: |\n  ${DB_PASSWORD}\n"),
     ("git-sha-short", "Fixed in 4f2c9ab, cherry-picked as e83c5163f, see also 1a2b3c4d5e6f."),
     (
         "iso-timestamp",
