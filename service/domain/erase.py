@@ -77,13 +77,15 @@ async def scrub_trail(
 ) -> int:
     """Leave only the ids of erased memories in the audit trail (see the module docstring):
     their current ``names`` and the former ones the trail recorded (``request.name`` of the
-    rows naming them, which a later PATCH may have changed), as a single delete does. The
+    rows naming them, which a later PATCH may have changed), and the keys those rows recorded
+    (``request.key``), as a single delete does. The
     JSON walk runs off the event loop. Returns the rows rewritten."""
     if not ids:
         return 0
     repo = LifecycleRepository(session)
     rows = await repo.trail_rows(org_id, ids)
-    recorded = [r.get("name") for _, r, _ in rows if isinstance(r.get("name"), str)]
+    # The names (and keys: a key is the caller's name for the memory) the rows recorded.
+    recorded = [r.get(f) for _, r, _ in rows for f in ("name", "key") if isinstance(r.get(f), str)]
     wanted = frozenset(n for n in [*names, *recorded] if n and n != ERASED)
     if not wanted:
         return 0

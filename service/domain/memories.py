@@ -313,9 +313,9 @@ async def update_memory(
 
 async def erase_memory(session: AsyncSession, caller: Caller, row: Memory) -> None:
     """Erase ``row`` within the call's unit of work: the row, its edges, an artifact body,
-    and its names (current and former) wherever the audit trail holds them. The caller has
+    and its names (current and former) and key wherever the audit trail holds them. The caller has
     checked write reach."""
-    names: list[str | None] = [row.name, derive_name(row.content)]
+    names: list[str | None] = [row.name, derive_name(row.content), row.key]
     names += await AuditRepository(session).recorded_names(caller.org_id, row.id)
     await MemoryRepository(session).erase(caller.org_id, row)
     await audit_service.erase_from_trail(session, caller.org_id, row.id, names)

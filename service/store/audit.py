@@ -229,19 +229,23 @@ class AuditRepository:
     async def recorded_names(
         self, org_id: uuid.UUID, memory_id: uuid.UUID
     ) -> builtins.list[str]:
-        """The names recorded (``request.name``) in the rows naming ``memory_id``: the name
-        each remember or artifact call gave or derived, which a later PATCH may have changed,
-        so erasing the current name alone would leave the former ones behind."""
-        stmt = (
-            select(AuditEvent.request["name"].astext)
-            .where(
-                AuditEvent.org_id == org_id,
-                AuditEvent.memory_ids.op("@>")(array([memory_id], type_=UUID(as_uuid=True))),
-                AuditEvent.request["name"].astext.is_not(None),
+        """The names and keys recorded (``request.name``, ``request.key``) in the rows naming
+        ``memory_id``: the name each remember or artifact call gave or derived, which a later
+        PATCH may have changed (erasing the current name alone would leave the former ones
+        behind), and the caller's key for the memory."""
+        found: set[str] = set()
+        for field in ("name", "key"):
+            stmt = (
+                select(AuditEvent.request[field].astext)
+                .where(
+                    AuditEvent.org_id == org_id,
+                    AuditEvent.memory_ids.op("@>")(array([memory_id], type_=UUID(as_uuid=True))),
+                    AuditEvent.request[field].astext.is_not(None),
+                )
+                .distinct()
             )
-            .distinct()
-        )
-        return [n for n in (await self.session.execute(stmt)).scalars() if n]
+            found.update(n for n in (await self.session.execute(stmt)).scalars() if n)
+        return sorted(found)
 
     async def erase_strings(
         self, org_id: uuid.UUID, memory_id: uuid.UUID, values: builtins.list[str], replacement: str

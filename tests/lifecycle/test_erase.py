@@ -172,3 +172,26 @@ async def test_erase_scrubs_a_renamed_memorys_former_name(
     assert erased.status_code == 200 and erased.json()["erased"]["memories"] == 1
     dump = dump_tables(pg_url)
     assert word not in dump and mid in dump
+
+
+async def test_erase_scrubs_the_keys_the_trail_recorded(
+    client: httpx.AsyncClient, make_key: KeyFactory, pg_url: str
+) -> None:
+    admin = await make_key()
+    word = "quetzalnarwhal" + uuid.uuid4().hex[:6]
+    ids = {}
+    for ns in ("fay", "gus"):
+        r = await client.post(
+            "/v1/remember",
+            json={"namespace": ns, "type": "gotcha", "key": f"{word}-{ns}-home",
+                  "content": f"The {ns} laptop loses its VPN profile after every OS update."},
+            headers=admin.headers,
+        )
+        assert r.status_code == 201, r.text
+        ids[ns] = r.json()["id"]
+    # A namespace erase and a single delete both leave only the id.
+    assert (await client.delete("/v1/namespaces/fay", headers=admin.headers)).status_code == 200
+    assert (await client.delete(f"/v1/memories/{ids['gus']}", headers=admin.headers)).status_code == 200
+    dump = dump_tables(pg_url)
+    assert word not in dump
+    assert ids["fay"] in dump and ids["gus"] in dump
