@@ -848,6 +848,7 @@ _RULES: tuple[_Rule, ...] = (
         ("vq", "vd", "vu"),
         ("mysql", "mariadb", "sshpass", "docker", "podman", "nerdctl", "redis-cli"),
         lambda m: _accept_cli_password(m),
+        needs=(" -p", "\t-p", " -a", "\t-a"),
     ),
     # ``<password>hunter2</password>`` in XML configs and SOAP bodies.
     _Rule(
