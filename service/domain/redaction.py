@@ -404,7 +404,7 @@ def looks_random(token: str) -> bool:
 _TECH_WORD_RE = re.compile(
     r"(?i)^(?:sha-?\d+|md5|bcrypt|scrypt|argon2(?:id)?|pbkdf2|base64|base32|utf-?\d+|ipv[46]"
     r"|oauth2?|http[23s]?|s3|ec2|gpt-?\d.*|k8s|i18n|l10n|2fa|mfa|totp|fido2|aes-?\d+|rsa-?\d+"
-    r"|ed25519|tls1?\.?\d|ssl\d?|x509|pkcs\d+|[a-z]+-(?:hashed|encoded|encrypted|protected|based))"
+    r"|ed25519|tls1?\.?\d|ssl\d?|x509|pkcs\d+|1password|[a-z]+-(?:hashed|encoded|encrypted|protected|based))"
     r"(?:[-_.,].*)?$"
 )
 
@@ -897,7 +897,7 @@ _RULES: tuple[_Rule, ...] = (
             rf"""(?ix)
             (?<![A-Za-z0-9_.\-])
             (?P<key>[A-Za-z0-9_.\-]{{0,40}}?{_KEYWORDS_EXT})
-            (?P<sep>[ \t]+(?:(?:[a-z][a-z0-9_\-]{{0,23}}+[ \t]++){{0,4}}?(?:(?:is|was|are)(?:[ \t]*[:=])?|=|:)[ \t]+
+            (?P<sep>[ \t]+(?:(?:[a-z][a-z0-9_\-]{{0,23}}+[ \t]++){{0,4}}?(?:(?:is|was|are)(?:[ \t]*[:=])?|=|:|to|->|→)[ \t]+
                 (?:(?:now|still|just|currently|set[ ]to|changed[ ]to|reset[ ]to)[ \t]+)?)?)
             ["'`]?(?P<vu>[^\s"'`<>()\[\]{{}},;]{{3,199}}[^\s"'`<>()\[\]{{}},;.!?:])
             (?=["'`]?(?:[\s,;.!?:)\]}}]|$))

@@ -341,6 +341,10 @@ SECRET_CASES: list[tuple[str, str, str, str]] = [
     ("yaml-literal-block", "db:\n  password: |\n    Tr0ub4dor77\n", "Tr0ub4dor77", "PASSWORD"),
     ("yaml-folded-block", "token: >-\n  abcDEF123456ghiJKL\n", "abcDEF123456ghiJKL", "TOKEN"),
     ("next-line-after-blank", "password:\n\n  Tr0ub4dor77\n", "Tr0ub4dor77", "PASSWORD"),
+    # "to" and arrows between the keyword and the value.
+    ("password-set-to", "I reset the staging DB password to Hunter22x for the demo.", "Hunter22x", "PASSWORD"),
+    ("password-arrow", "admin password -> Tr0ub4dor77", "Tr0ub4dor77", "PASSWORD"),
+    ("token-changed-to", "Changed the API token to abcDEF123456ghiJKL789 today.", "abcDEF123456ghiJKL789", "TOKEN"),
     # .NET appSettings.
     ("dotnet-add-key", '<add key="DbPassword" value="Tr0ub4dor77" />', "Tr0ub4dor77", "PASSWORD"),
 ]
@@ -371,6 +375,9 @@ ORDINARY_TEXTS: list[tuple[str, str]] = [
     ),
     ("git-sha-40", "Reverted a94a8fe5ccb19ba61c4c0873d391e987982fbbd3 because it broke the build."),
     ("docker-run-port", "docker run -p 8080:80 -p 8443:443 nginx:1.27"),
+    ("password-moved-to-a-manager", "We moved the team password to 1Password last year."),
+    ("password-to-prose", "The password to the vault is in the office safe."),
+    ("key-to-number", "Set the key to 42 in the config and the token to v2 format."),
     ("mysql-port-and-prompt", "mysql -P 3306 -h db -u app -p billing"),
     ("redis-cli-env-password", "redis-cli -a $REDIS_PASSWORD ping"),
     ("dotnet-add-setting", '<add key="MaxItems" value="50" />'),
