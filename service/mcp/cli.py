@@ -112,9 +112,9 @@ def _add_parser(sub: Any) -> None:
         "mcp",
         help="serve the MCP tools over stdio (key in CTXPACK_API_KEY)",
         description="Serve the MCP tools (remember, context, wake, recall_artifact, forget, "
-        "list_memories) over stdio. The API key comes from CTXPACK_API_KEY. Without --url the "
-        "tools use the database directly (migrated, as `serve` leaves it); with --url they call "
-        "that ctxpack over HTTP.",
+        "erase_namespace, list_memories) over stdio. The API key comes from CTXPACK_API_KEY. "
+        "Without --url the tools use the database directly (migrated, as `serve` leaves it); "
+        "with --url they call that ctxpack over HTTP.",
     )
     parser.add_argument(
         "--url",
