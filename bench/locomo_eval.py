@@ -234,15 +234,16 @@ def table(results: dict[str, dict[str, dict[str, float]]], ks: tuple[int, ...]) 
 
 def calibrate(turns: list[dict[str, Any]], queries: list[dict[str, Any]]) -> dict[str, Any]:
     """MiniLM cosine of questions to gold turns, other turns of the same conversation, and
-    turns of other conversations; embedded as the service embeds (name + newline + content)."""
+    turns of other conversations; embedded as the service embeds (``document_text``: the
+    content alone when its derived name is a prefix of it, else name + newline + content)."""
     import numpy as np
 
-    from service.domain.remember import derive_name
+    from service.domain.remember import derive_name, document_text
     from service.embedding.minilm import MiniLMEmbedder
 
     model = MiniLMEmbedder()
     texts = [turn_content(t) for t in turns]
-    docs = np.array(model.embed_documents([f"{derive_name(c)}\n{c}" for c in texts]))
+    docs = np.array(model.embed_documents([document_text(derive_name(c), c) for c in texts]))
     qs = np.array(model.embed_documents([q["query"] for q in queries]))
     index = {t["id"]: i for i, t in enumerate(turns)}
     groups: dict[str, list[int]] = defaultdict(list)
