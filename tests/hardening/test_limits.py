@@ -275,3 +275,24 @@ async def test_large_bodies_are_checked_off_the_event_loop(
         assert health.status_code == 200
         assert time.perf_counter() - started < 1.2  # the scan takes 1.5 s
         await post
+
+
+async def test_a_body_that_is_not_json_names_the_body(
+    app_with: AppFactory, make_key: KeyFactory
+) -> None:
+    """FastAPI reports malformed JSON at ``("body", <character offset>)``: the error named a
+    field ``5`` (review E)."""
+    key = await make_key()
+    async with app_with() as client:
+        response = await client.post(
+            "/v1/remember",
+            content=b'{"a": nope}',
+            headers={**key.headers, "Content-Type": "application/json"},
+        )
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "validation_error"
+    assert error["field"] == "body"
+    assert error["errors"] == [
+        {"field": "body", "message": "the body is not valid JSON at character 6: Expecting value"}
+    ]
