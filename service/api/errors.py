@@ -32,6 +32,16 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or "body"
 
 
+def _malformed_json(err: dict[str, Any]) -> dict[str, str]:
+    """A body that is not JSON: FastAPI puts the parser's character offset where a field
+    name goes (``loc = ("body", 5)``), which read as a field named ``5``."""
+    loc = tuple(err.get("loc", ()))
+    at = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
+    reason = (err.get("ctx") or {}).get("error")
+    detail = f": {reason}" if isinstance(reason, str) and reason else ""
+    return {"field": "body", "message": f"the body is not valid JSON{at}{detail}"}
+
+
 def _safe_input_message(err: dict[str, Any]) -> str:
     # pydantic messages can quote the input; keep only the message, never the value.
     return str(err.get("msg", "invalid value"))
@@ -47,7 +57,9 @@ async def _audit_failure(request: Request, status: int, code: str, details: dict
     await resources.runner.record_failure(ctx, status, code, details)
 
 
-def error_response(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> JSONResponse:
     return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 
@@ -64,7 +76,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [
-            {"field": _field(tuple(e.get("loc", ()))), "message": _safe_input_message(e)}
+            _malformed_json(e)
+            if e.get("type") == "json_invalid"
+            else {"field": _field(tuple(e.get("loc", ()))), "message": _safe_input_message(e)}
             for e in exc.errors()
         ]
         first = errors[0] if errors else {"field": "body", "message": "invalid request"}

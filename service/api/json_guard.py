@@ -21,6 +21,7 @@ import re
 from typing import Any
 from urllib.parse import parse_qsl
 
+import anyio.to_thread
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.errors import error_response
@@ -29,7 +30,16 @@ MAX_JSON_DEPTH = 32
 """Deepest JSON accepted in any body: metadata's own limit (8) inside a batch or an MCP
 envelope is about 12."""
 
-_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{},:]', re.DOTALL)
+# A string token runs to its closing quote or, unterminated, to the end of the body: a string
+# that never closes must not be retried from every later quote (quadratic: 40 KB of ``\"``
+# held the event loop for 5 s).
+_STRING = rb'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)'
+_TOKENS = re.compile(_STRING + rb"|[\[\]{},:]", re.DOTALL)
+_STRINGS = re.compile(_STRING, re.DOTALL)
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+_ONE_BRACKET_KIND = bytes.maketrans(b"{}", b"[]")
+OFF_LOOP_BYTES = 64 * 1024
+"""Bodies larger than this are checked in a worker thread, not on the event loop."""
 _SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
 _BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -42,6 +52,18 @@ def _text_problem(text: str) -> str | None:
     if found.group() == "\x00":
         return "NUL characters are not allowed in text"
     return "lone surrogate code points (\\ud800-\\udfff) are not valid text"
+
+
+def _surely_shallow(body: bytes, max_depth: int) -> bool:
+    """True when every container of ``body`` closes within ``max_depth`` levels, decided at C
+    speed: strings dropped, brackets alone kept, then ``max_depth`` passes each removing the
+    innermost (empty) pairs. False (too deep or unbalanced) leaves it to ``_too_deep``."""
+    brackets = _STRINGS.sub(b"", body).translate(_ONE_BRACKET_KIND, _NOT_BRACKETS)
+    for _ in range(max_depth):
+        if not brackets:
+            return True
+        brackets = brackets.replace(b"[]", b"")
+    return not brackets
 
 
 def _too_deep(body: bytes, max_depth: int) -> tuple[str, str] | None:
@@ -106,7 +128,7 @@ def json_body_problem(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> tuple[str
         body.decode("utf-8")
     except UnicodeDecodeError as exc:
         return "body", f"the body is not UTF-8 (byte {exc.start})"
-    if body.count(b"[") + body.count(b"{") > max_depth:
+    if body.count(b"[") + body.count(b"{") > max_depth and not _surely_shallow(body, max_depth):
         problem = _too_deep(body, max_depth)
         if problem is not None:
             return problem
@@ -145,7 +167,10 @@ class JsonGuard:
         problem = query_problem(scope.get("query_string") or b"")
         if problem is None and scope.get("method") in _BODY_METHODS and _is_json(scope):
             body, receive = await _buffered(receive)
-            problem = json_body_problem(body, self.max_depth)
+            if len(body) > OFF_LOOP_BYTES:
+                problem = await anyio.to_thread.run_sync(json_body_problem, body, self.max_depth)
+            else:
+                problem = json_body_problem(body, self.max_depth)
         if problem is None:
             await self.app(scope, receive, send)
             return

@@ -197,11 +197,17 @@ async def read_artifact(
     """
     caller.require("read")
     names = parse_fields(fields)
-    ctx.namespace = namespace
-    ctx.request = {"artifact_id": str(artifact_id), "fields": names, "namespace": namespace}
+    # The namespace is parsed (a secret in it refused) and the field names redacted before
+    # either reaches the audit row; the lookup uses the names as sent.
     visible = None
     if namespace is not None:
         visible = caller.visible_namespaces(parse_namespace(namespace))
+    shown = names
+    if names:
+        redacted, _ = await asyncio.to_thread(redact_fields, {"fields": names})
+        shown = redacted["fields"]
+    ctx.namespace = namespace
+    ctx.request = {"artifact_id": str(artifact_id), "fields": shown, "namespace": namespace}
     row = await ArtifactRepository(session).get(
         caller.org_id,
         artifact_id,
@@ -213,7 +219,7 @@ async def read_artifact(
     if row is None:
         raise NotFound(f"Artifact not found: {artifact_id}", field="artifact_id")
     found: dict[str, Any] = dict(row["fields"] or {})
-    missing = [n for n in names or [] if n not in found]
+    missing = [s for n, s in zip(names or [], shown or [], strict=True) if n not in found]
     ordered = {n: found[n] for n in names or [] if n in found}
     await audit_service.record(
         session,

@@ -31,6 +31,7 @@ from service.domain import audit as audit_service
 from service.domain.audit import ERASED, AuditContext
 from service.domain.auth import Caller
 from service.domain.namespaces import parse_namespace
+from service.domain.redaction_fields import redact_fields
 from service.errors import PermissionDenied
 from service.schemas.lifecycle import ErasedCounts, EraseReceipt
 from service.store.lifecycle import LifecycleRepository
@@ -117,8 +118,10 @@ async def erase_namespace(
     caller.require("write")
     # A namespace stored before secrets in namespaces were refused can still be erased.
     namespace = parse_namespace(namespace, refuse_secrets=False)
-    ctx.namespace = namespace
-    ctx.request = {"namespace": namespace}
+    # Such a namespace is erased, but the trail (and the receipt) keep it redacted.
+    shown = redact_fields({"namespace": namespace})[0]["namespace"]
+    ctx.namespace = shown
+    ctx.request = {"namespace": shown}
     caller.check_namespace(namespace)
     if caller.projects:
         raise PermissionDenied(
@@ -154,4 +157,4 @@ async def erase_namespace(
         memory_ids=ids,
         details={"counts": counts.model_dump()},
     )
-    return EraseReceipt(namespace=namespace, erased=counts, erased_at=erased_at, audit_id=audit_id)
+    return EraseReceipt(namespace=shown, erased=counts, erased_at=erased_at, audit_id=audit_id)

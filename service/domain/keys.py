@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.domain import auth
 from service.domain.caller_cache import CallerCache
 from service.domain.namespaces import parse_namespace
+from service.domain.redaction_fields import check_identifiers
 from service.errors import InvalidInput, NotFound
 from service.store import models
 from service.store.keys import KeyRepository
@@ -46,6 +47,11 @@ async def create_key(
         if scope not in auth.SCOPES:
             raise InvalidInput("scope", f"unknown scope {scope!r}; one of {', '.join(auth.SCOPES)}")
     prefixes = [parse_namespace(p, "namespace") for p in (namespace_prefixes or [])]
+    # The name is every audit row's ``caller`` and the projects are kept as sent: neither is
+    # redacted, so one holding a secret is refused, like a memory's project.
+    check_identifiers({"name": name})
+    for project in projects or []:
+        check_identifiers({"projects": project})
     repo = KeyRepository(session)
     org_row = await repo.get_or_create_org(org)
     await repo.ensure_projects(org_row.org_id, list(projects or []))

@@ -7,8 +7,10 @@ import uuid
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from service.domain import keys as key_service
+from service.errors import InvalidInput
 from tests.conftest import Key, KeyFactory
 from tests.console.conftest import csrf_of, sign_in
 from tests.lifecycle.test_expiry import expire_now
@@ -383,3 +385,26 @@ async def test_a_refused_form_is_audited_once_like_the_apis_422(
     )
     updates = (await client.get("/v1/audit?action=memory_update", headers=key.headers)).json()
     assert [u["status_code"] for u in updates["items"]] == [422]
+
+
+async def test_a_key_name_or_project_holding_a_secret_is_refused(
+    app: FastAPI, client: httpx.AsyncClient, key: Key
+) -> None:
+    """A key's name is the ``caller`` of every audit row it writes and its projects are
+    kept as sent: a secret in either reached the trail verbatim (review E)."""
+    token = "ghp_" + "Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7k8"
+    csrf = await sign_in(client, key.key)
+    for field, data in (
+        ("name", {"name": f"ci {token}", "projects": ""}),
+        ("projects", {"name": "ci", "projects": "AKIAIOSFODNN7EXAMPLK"}),
+    ):
+        r = await client.post(
+            "/ui/keys", data={"csrf": csrf, "scopes": ["read"], "namespaces": "", **data}
+        )
+        assert r.status_code == 422, r.text
+        assert field in r.text
+    trail = await client.get("/v1/audit", params={"full": "true"}, headers=key.headers)
+    assert token not in trail.text and "AKIAIOSFODNN7EXAMPLK" not in trail.text
+    with pytest.raises(InvalidInput):  # the CLI's path too
+        async with app.state.ctx.sessionmaker() as session:
+            await key_service.create_key(session, org="acme", name=f"ci {token}")
