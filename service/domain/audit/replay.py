@@ -27,7 +27,7 @@ from service.config import Settings
 from service.domain import context as context_service
 from service.domain import namespaces
 from service.domain.audit.record import AuditContext
-from service.domain.audit.trail import visibility
+from service.domain.audit.trail import limited, reachable, visibility
 from service.domain.auth import Caller
 from service.embedding import AsyncEmbedder
 from service.errors import InvalidInput, NotFound, PermissionDenied
@@ -212,6 +212,10 @@ async def replay_context(
     if row is None:
         raise NotFound(f"No audit event {audit_id}")
     before = recorded_pack(row)
+    if row.key_id != caller.key_id and limited(caller) and before:
+        # Another key's pack may hold memories this key cannot read: not even their ids.
+        reach = await reachable(session, caller, {item.id for item in before})
+        before = [item for item in before if item.id in reach]
     req, warnings = recorded_request(row)
     scope = await replay_scope(session, caller, row)
     ctx.details_extra["replay_of"] = str(row.id)

@@ -5,9 +5,12 @@ A key with the read (or admin) scope sees its org's rows. A key limited to names
 prefixes sees only rows at namespaces within them; a key limited to projects sees only rows
 whose recorded ``request.project`` is one of them (calls made without a project, such as get,
 list and batch calls, may hold ids of any project, so they are not shown). Either way a key
-always sees the rows it wrote itself. (A row at a key's namespace may list ids of memories in
-that namespace's ancestors, which a key limited below them cannot read: ids only, never
-content.) Reads of the trail itself (``GET /v1/audit``) are not audited: a dashboard polling
+always sees the rows it wrote itself. A row another key wrote at a limited key's namespace
+may name memories the limited key cannot read (a pack at ``alice:s1`` drawing on ``alice``):
+for a limited key those ids are left out of ``memory_ids``, and the entries naming them
+(a pack's items with their scores and reasons) out of ``request`` and ``details``, so not
+even an id of what a key cannot reach is shown; asked for such an id (``memory_id``), the
+trail shows only the key's own rows. Reads of the trail itself (``GET /v1/audit``) are not audited: a dashboard polling
 the trail would otherwise flood it.
 
 The operator tools see the whole org, whatever any key's limits.
@@ -22,7 +25,9 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -37,6 +42,7 @@ from service.schemas.audit import (
 )
 from service.store import models
 from service.store.audit import AuditFilter, AuditRepository
+from service.store.memories import MemoryRepository
 
 log = logging.getLogger("ctxpack.audit")
 
@@ -99,6 +105,62 @@ def _filter(caller: Caller, query: AuditQuery) -> AuditFilter:
     )
 
 
+def limited(caller: Caller) -> bool:
+    return bool(caller.namespace_prefixes or caller.projects)
+
+
+async def reachable(session: AsyncSession, caller: Caller, ids: set[uuid.UUID]) -> set[uuid.UUID]:
+    return await MemoryRepository(session).accessible_ids(
+        caller.org_id, list(ids), caller.namespace_prefixes, caller.projects
+    )
+
+
+OUT_OF_REACH = "[out of reach]"
+
+
+def _names_hidden(value: Any, hidden: frozenset[str]) -> bool:
+    """Whether ``value`` is a hidden id, or an object whose ``id`` is one."""
+    if isinstance(value, dict):
+        value = value.get("id")
+    return isinstance(value, str) and value in hidden
+
+
+def _without(value: Any, hidden: frozenset[str]) -> Any:
+    """``value`` (a row's request or details) without the ids in ``hidden``: a list drops
+    the entries that are one of them or an object whose ``id`` is one; any other string
+    equal to one reads ``[out of reach]``."""
+    if isinstance(value, dict):
+        return {k: _without(v, hidden) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without(v, hidden) for v in value if not _names_hidden(v, hidden)]
+    if isinstance(value, str) and value in hidden:
+        return OUT_OF_REACH
+    return value
+
+
+async def _within_reach(
+    session: AsyncSession, caller: Caller, events: list[AuditEventSummary]
+) -> list[AuditEventSummary]:
+    """``events`` as a limited key may see them: other keys' rows without the memory ids
+    it cannot read (see the module docstring)."""
+    if not limited(caller):
+        return events
+    foreign = [e for e in events if e.key_id != caller.key_id]
+    ids = {i for e in foreign for i in e.memory_ids}
+    if not ids:
+        return events
+    hidden_ids = ids - await reachable(session, caller, ids)
+    if not hidden_ids:
+        return events
+    hidden = frozenset(str(i) for i in hidden_ids)
+    for event in foreign:
+        event.memory_ids = [i for i in event.memory_ids if i not in hidden_ids]
+        if isinstance(event, AuditEvent):
+            event.request = _without(event.request, hidden)
+            event.details = _without(event.details, hidden)
+    return events
+
+
 def summary_of(row: models.AuditEvent) -> AuditEventSummary:
     return AuditEventSummary.model_validate(row, from_attributes=True)
 
@@ -125,6 +187,13 @@ async def list_audit(session: AsyncSession, caller: Caller, query: AuditQuery) -
     """
     caller.require("read")
     f = _filter(caller, query)
+    if (
+        query.memory_id is not None
+        and limited(caller)
+        and not await reachable(session, caller, {query.memory_id})
+    ):
+        # Which other calls touched a memory out of reach is not the key's to learn.
+        f = replace(f, key_id=caller.key_id)
     after = decode_cursor(query.cursor) if query.cursor else None
     if after is not None and query.offset:
         raise InvalidInput("offset", "use either offset or cursor, not both")
@@ -140,7 +209,7 @@ async def list_audit(session: AsyncSession, caller: Caller, query: AuditQuery) -
         limit=query.limit,
         total=total,
         has_more=has_more,
-        items=[convert(r) for r in rows],
+        items=await _within_reach(session, caller, [convert(r) for r in rows]),
         next_cursor=encode_cursor(last.created_at, last.id) if has_more and last else None,
     )
 
@@ -152,7 +221,9 @@ async def get_audit(session: AsyncSession, caller: Caller, audit_id: uuid.UUID) 
     row = await AuditRepository(session).get(visibility(caller), audit_id)
     if row is None:
         raise NotFound(f"No audit event {audit_id}")
-    return event_of(row)
+    (event,) = await _within_reach(session, caller, [event_of(row)])
+    assert isinstance(event, AuditEvent)
+    return event
 
 
 # --- operator tools (the CLI) -------------------------------------------------------------
