@@ -7,7 +7,8 @@ What it does:
 
 1. Starts an embedded PostgreSQL (or uses ``--database-url``), creates a fresh database and
    runs ``ctxpack serve`` against it (the real MiniLM model; rate limit and goal cache off,
-   so every call with a goal embeds it).
+   so every call with a goal embeds it; ``--goal-cache 1024`` runs it as configured by
+   default, where a goal asked before, such as a generic one, skips the model).
 2. Writes ``bench/fixtures/wake_fixture.json`` through ``POST /v1/remember`` (redaction,
    write gate, dedup and embedding as usual; finished tasks carry ``metadata.status``,
    later decisions ``supersedes`` the ones they replace), oldest first, then sets each
@@ -97,10 +98,10 @@ def fresh_database(work_dir: Path, database_url: str | None, name: str, keep: bo
 
 @contextlib.contextmanager
 def server(
-    database_url: str, work_dir: Path, port: int, key: str | None
+    database_url: str, work_dir: Path, port: int, key: str | None, goal_cache: int = 0
 ) -> Iterator[tuple[str, str]]:
-    """``ctxpack serve`` on ``database_url``; yields (base URL, ``key`` or, on an empty
-    database, the bootstrap admin key)."""
+    """``ctxpack serve`` on ``database_url`` (``goal_cache`` goal vectors kept; 0: every goal
+    embedded); yields (base URL, ``key`` or, on an empty database, the bootstrap admin key)."""
     env = dict(os.environ)
     env.update(
         CTXPACK_DATABASE_URL=database_url,
@@ -108,7 +109,7 @@ def server(
         CTXPACK_HOST="127.0.0.1",
         CTXPACK_PORT=str(port),
         CTXPACK_RATE_LIMIT_PER_MINUTE="0",
-        CTXPACK_QUERY_CACHE_SIZE="0",
+        CTXPACK_QUERY_CACHE_SIZE=str(goal_cache),
         CTXPACK_LOG_LEVEL="WARNING",
         CTXPACK_AUDIT_PRUNE_INTERVAL_SECONDS="0",
         PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
@@ -442,6 +443,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=300, help="timed packs per kind")
     parser.add_argument("--texts", type=int, default=3000, help="LoCoMo turns to embed")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--goal-cache",
+        type=int,
+        default=0,
+        help="goal vectors the server keeps (the service's default is 1024; 0, the default "
+        "here: every goal is embedded, the worst case)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="per-call misses")
     parser.add_argument(
         "--reuse",
@@ -460,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.reuse:
         key, keys, background = existing_store(url, fixture)
         date_fixture(url, fixture, keys)
-    with server(url, args.work_dir, args.port, key) as (base, key):
+    with server(url, args.work_dir, args.port, key, args.goal_cache) as (base, key):
         headers = {"Authorization": f"Bearer {key}"}
         with httpx.Client(base_url=base, headers=headers, timeout=120) as client:
             if not keys:
