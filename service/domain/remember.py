@@ -47,6 +47,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service import metrics
 from service.config import Settings
 from service.domain import audit as audit_service
+from service.domain import namespaces
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.expiry import expiry_of, purge_colliding
@@ -207,7 +208,7 @@ async def _validate_links(
             wanted.add(item.request.supersedes)
     if not wanted:
         return
-    found = await repo.accessible_projects(
+    found = await repo.link_targets(
         caller.org_id, list(wanted), caller.namespace_prefixes, caller.projects
     )
     for item in items:
@@ -223,8 +224,32 @@ async def _validate_links(
                 f"unknown memory id {item.request.supersedes} (not in this org or out of reach)",
             )
         if item.request.supersedes:
-            # Superseding hides the old memory from every reader: it takes write reach.
-            caller.check_write_project(found[item.request.supersedes], f"{prefix}supersedes")
+            # Superseding hides the old memory from every reader: it takes write reach, and
+            # every reader of the old memory must be able to read the new one.
+            project, namespace, agent_id = found[item.request.supersedes]
+            caller.check_write_project(project, f"{prefix}supersedes")
+            if not _reads_along(item.request, project, namespace, agent_id):
+                raise InvalidInput(
+                    f"{prefix}supersedes",
+                    f"memory {item.request.supersedes} is read where this one would not be (a "
+                    "sibling namespace, another agent's diary or another project): superseding "
+                    "it would hide it from readers who cannot see its replacement; write this "
+                    "memory in its namespace or an ancestor, shared or in its project and diary",
+                )
+
+
+def _reads_along(
+    req: RememberRequest, project: str | None, namespace: str, agent_id: str | None
+) -> bool:
+    """Whether every reader of a memory at ``namespace`` (in ``project`` and ``agent_id``'s
+    diary) also reads ``req``'s new memory: the new one lives at that namespace or an
+    ancestor of it (a read sees its namespace and its ancestors), is shared or in the same
+    project, and is in no diary or the same one."""
+    return (
+        namespaces.within_prefix(namespace, req.namespace)
+        and (req.project is None or req.project == project)
+        and (req.agent_id is None or req.agent_id == agent_id)
+    )
 
 
 def _request_summary(items: list[_Prepared]) -> dict[str, Any]:
@@ -673,8 +698,8 @@ async def remember_batch(
         lambda: [_prepare(i, r, caller, settings, pipeline, f"items.{i}.") for i, r in enumerate(req.items)]
     )
     _check_batch_keys(items)
-    namespaces = {i.request.namespace for i in items}
-    ctx.namespace = next(iter(namespaces)) if len(namespaces) == 1 else None
+    written_in = {i.request.namespace for i in items}
+    ctx.namespace = next(iter(written_in)) if len(written_in) == 1 else None
     ctx.request = _request_summary(items)
     await _validate_links(MemoryRepository(session), caller, [i for i in items if i.rejection is None], "items.")
     stored = await _store(session, embedder, settings, caller, items)

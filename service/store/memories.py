@@ -223,25 +223,27 @@ class MemoryRepository:
         )
         return set((await self.session.execute(stmt)).scalars().all())
 
-    async def accessible_projects(
+    async def link_targets(
         self,
         org_id: uuid.UUID,
         ids: Sequence[uuid.UUID],
         prefixes: Sequence[str],
         key_projects: Sequence[str],
-    ) -> dict[uuid.UUID, str | None]:
-        """``{id: project}`` for those of ``ids`` within the key's read reach (as
-        ``accessible_ids``), so a caller can then check its write reach over them."""
+    ) -> dict[uuid.UUID, tuple[str | None, str, str | None]]:
+        """``{id: (project, namespace, agent_id)}`` for those of ``ids`` within the key's read
+        reach (as ``accessible_ids``), so a caller can then check its write reach over them
+        and who reads them."""
         if not ids:
             return {}
-        stmt = select(Memory.id, Memory.project).where(
+        stmt = select(Memory.id, Memory.project, Memory.namespace, Memory.agent_id).where(
             Memory.org_id == org_id,
             Memory.id.in_(list(ids)),
             namespace_scope(prefixes),
             project_scope(key_projects),
             live(),
         )
-        return dict((await self.session.execute(stmt)).tuples().all())
+        rows = (await self.session.execute(stmt)).tuples().all()
+        return {mid: (project, namespace, agent_id) for mid, project, namespace, agent_id in rows}
 
     async def near_duplicates(
         self,

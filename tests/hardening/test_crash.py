@@ -41,6 +41,7 @@ class Writers:
         self.headers = {"Authorization": f"Bearer {key}"}
         self.texts = seeding.memories(random.randrange(1 << 30), users=50)
         self.acked: dict[uuid.UUID, str] = {}  # memory id -> batch tag
+        self.acked_in: dict[str, list[uuid.UUID]] = {}  # namespace -> acknowledged ids
         self.audit_ids: list[uuid.UUID] = []
         self.batches: dict[str, int] = {}  # tag -> items sent
         self.unacked: set[str] = set()
@@ -54,8 +55,11 @@ class Writers:
             item["content"] += f" [{tag}-{i}]"
             if known and i % 10 == 0:
                 item["related"] = [{"id": str(random.choice(known)), "relationship": "depends_on"}]
-            if known and i % 25 == 1:
-                item["supersedes"] = str(random.choice(known))
+            # Superseding takes a memory its readers can see the replacement of: the same
+            # namespace here.
+            same = self.acked_in.get(item["namespace"])
+            if same and i % 25 == 1:
+                item["supersedes"] = str(random.choice(same))
             items.append(item)
         return items
 
@@ -79,7 +83,10 @@ class Writers:
             self.audit_ids.append(uuid.UUID(body["audit_id"]))
             for result in body["items"]:
                 if result["status"] == "created":
-                    self.acked[uuid.UUID(result["id"])] = tag
+                    memory_id = uuid.UUID(result["id"])
+                    self.acked[memory_id] = tag
+                    namespace = items[result["index"]]["namespace"]
+                    self.acked_in.setdefault(namespace, []).append(memory_id)
 
     async def run_then(self, kill: Any, after_acked: int) -> None:
         async with httpx.AsyncClient(base_url=self.url, timeout=120) as client:

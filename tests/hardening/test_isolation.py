@@ -108,6 +108,14 @@ class World:
         """Write reach: read reach, and for a key limited to projects, one of them."""
         return self.reaches(m) and (not self.projects or m.project in self.projects)
 
+    def read_along(self, m: Mem) -> bool:
+        """Whether every reader of ``m`` reads what the subject writes (at its writable
+        namespace, in its write project): superseding ``m`` takes that."""
+        project = self.write_project()
+        return within_prefix(m.namespace, self.writable_namespace()) and (
+            project is None or project == m.project
+        )
+
     def write_project(self) -> str | None:
         """The project the subject writes into: its first, or none for an unlimited key."""
         return self.projects[0] if self.projects else None
@@ -462,12 +470,18 @@ async def test_remember_links_only_within_reach(
                 status, text = response.status_code, response.text
                 new_id = response.json().get("id")
             world.assert_no_foreign_data(text)
-            if world.reaches(m) and ("supersedes" not in body or world.writes(m)):
+            superseding = "supersedes" in body
+            if world.reaches(m) and (
+                not superseding or (world.writes(m) and world.read_along(m))
+            ):
                 assert status == 201, text
                 created.append(uuid.UUID(new_id))
-            elif world.reaches(m):  # superseding a shared memory takes write reach
+            elif world.reaches(m) and not world.writes(m):  # superseding takes write reach
                 assert status == 403, text
                 assert "project_access_denied" in text
+            elif world.reaches(m):  # its readers could not see the replacement
+                assert status == 422, text
+                assert "would hide it from readers" in text
             else:
                 assert status == 422, text
                 assert "out of reach" in text
