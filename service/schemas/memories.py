@@ -99,7 +99,12 @@ class RememberRequest(BaseModel):
     url: str | None = Field(None, max_length=2000)
     valid_at: datetime | None = Field(None, description="When the fact became true")
     related: list[RelatedRef] = Field(default_factory=list, max_length=50)
-    supersedes: uuid.UUID | None = Field(None, description="A memory this one replaces")
+    supersedes: uuid.UUID | None = Field(
+        None,
+        description="A memory this one replaces. Its readers must see the replacement: it lives "
+        "at this memory's namespace or under it, in its project (or this one is shared), in its "
+        "diary (or this one is in none).",
+    )
     metadata: dict[str, Any] = Field(default_factory=dict, description="Bounded JSON object")
     expires_at: datetime | None = Field(
         None,
