@@ -30,7 +30,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB, UUID, array, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.store.models import ApiKey, AuditEvent, Org
+from service.store.models import ApiKey, AuditEvent, Memory, Org
 
 # pg_try_advisory_xact_lock key for the retention job, so that several server processes
 # sharing a database do not prune the same rows at once. ("ctxaudit" as a big-endian int64.)
@@ -277,6 +277,26 @@ class AuditRepository:
             result = await self.session.execute(stmt)
             changed += int(result.rowcount)  # type: ignore[attr-defined]
         return changed
+
+    async def memory_ids_among(
+        self, org_id: uuid.UUID, ids: builtins.list[uuid.UUID]
+    ) -> set[uuid.UUID]:
+        """Those of ``ids`` that name a memory of the org: stored, in any state, or erased and
+        left as a tombstone in some row's ``memory_ids``. (An API key, artifact or audit id
+        is none of them.)"""
+        if not ids:
+            return set()
+        stored = select(Memory.id).where(Memory.org_id == org_id, Memory.id.in_(ids))
+        found = set((await self.session.execute(stored)).scalars())
+        rest = [i for i in ids if i not in found]
+        if rest:
+            traced = text(
+                "SELECT u FROM unnest(CAST(:ids AS uuid[])) AS u WHERE EXISTS ("
+                " SELECT 1 FROM audit_events a WHERE a.org_id = :org"
+                " AND a.memory_ids @> ARRAY[u])"
+            ).bindparams(ids=[str(i) for i in rest], org=org_id)
+            found.update(uuid.UUID(str(u)) for u in (await self.session.execute(traced)).scalars())
+        return found
 
     async def key_limits(
         self, org_id: uuid.UUID, key_id: uuid.UUID

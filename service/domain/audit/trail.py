@@ -127,10 +127,10 @@ def _names_hidden(value: Any, hidden: frozenset[str]) -> bool:
 
 def _without(value: Any, hidden: frozenset[str]) -> Any:
     """``value`` (a row's request or details) without the ids in ``hidden``: a list drops
-    the entries that are one of them or an object whose ``id`` is one; any other string
-    equal to one reads ``[out of reach]``."""
+    the entries that are one of them or an object whose ``id`` is one, an object the keys
+    that are one; any other string equal to one reads ``[out of reach]``."""
     if isinstance(value, dict):
-        return {k: _without(v, hidden) for k, v in value.items()}
+        return {k: _without(v, hidden) for k, v in value.items() if k not in hidden}
     if isinstance(value, list):
         return [_without(v, hidden) for v in value if not _names_hidden(v, hidden)]
     if isinstance(value, str) and value in hidden:
@@ -138,18 +138,48 @@ def _without(value: Any, hidden: frozenset[str]) -> Any:
     return value
 
 
+def _uuid_strings(value: Any, found: set[uuid.UUID]) -> None:
+    """Collect into ``found`` every string of ``value`` (keys too) that is a UUID."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _uuid_strings(k, found)
+            _uuid_strings(v, found)
+    elif isinstance(value, list):
+        for v in value:
+            _uuid_strings(v, found)
+    elif isinstance(value, str) and len(value) == 36:
+        try:
+            found.add(uuid.UUID(value))
+        except ValueError:
+            pass
+
+
 async def _within_reach(
     session: AsyncSession, caller: Caller, events: list[AuditEventSummary]
 ) -> list[AuditEventSummary]:
     """``events`` as a limited key may see them: other keys' rows without the memory ids
-    it cannot read (see the module docstring)."""
+    it cannot read (see the module docstring). Besides ``memory_ids``, a row's request and
+    details may name memories in fields of their own (a write's ``related`` and
+    ``supersedes``, a keyed write's ``superseded_id``, a conflict's ``existing_id``): every
+    UUID there that names a memory of the org (stored or a tombstone) is judged alike."""
     if not limited(caller):
         return events
     foreign = [e for e in events if e.key_id != caller.key_id]
-    ids = {i for e in foreign for i in e.memory_ids}
-    if not ids:
+    listed = {i for e in foreign for i in e.memory_ids}
+    named: set[uuid.UUID] = set()
+    for event in foreign:
+        if isinstance(event, AuditEvent):
+            _uuid_strings(event.request, named)
+            _uuid_strings(event.details, named)
+    named -= listed
+    if not listed and not named:
         return events
-    hidden_ids = ids - await reachable(session, caller, ids)
+    reach = await reachable(session, caller, listed | named)
+    hidden_ids = listed - reach
+    if named - reach:
+        hidden_ids |= await AuditRepository(session).memory_ids_among(
+            caller.org_id, sorted(named - reach)
+        )
     if not hidden_ids:
         return events
     hidden = frozenset(str(i) for i in hidden_ids)
