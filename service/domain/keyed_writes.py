@@ -79,6 +79,9 @@ def plan_keyed_write(
     same_content: Holder | None,
     key_projects: Sequence[str],
     field_prefix: str = "",
+    *,
+    project: str | None = None,
+    agent_id: str | None = None,
 ) -> KeyedPlan:
     """Apply the module's rules to one write.
 
@@ -90,11 +93,39 @@ def plan_keyed_write(
             if any (a current one first, then a version of ``key``, then the newest).
         key_projects: the API key's project limits (empty: all projects).
         field_prefix: ``items.3.`` in a batch, to name the field of a conflict.
+        project: the write's project (None: shared).
+        agent_id: the write's agent diary (None: none).
 
     Raises:
         Conflict: the content is held under another key, or a memory involved is out of reach.
         SharedMemoryReadOnly: the key's memory is shared and the API key is limited to projects.
     """
+    plan = _plan(key, content_hash, current, same_content, key_projects, field_prefix)
+    if current is not None and plan.superseded_id is not None and plan.action != "duplicate":
+        successor = same_content if plan.action == "claim" else None
+        new_project = successor.project if successor is not None else project
+        new_agent = successor.agent_id if successor is not None else agent_id
+        if not (
+            (new_project is None or new_project == current.project)
+            and (new_agent is None or new_agent == current.agent_id)
+        ):
+            raise Conflict(
+                "this key names a memory of another project or agent diary in this namespace: "
+                "replacing it would hide it from readers who cannot read this one; write it "
+                "shared or in that memory's project, in no diary or in that memory's",
+                field=f"{field_prefix}key",
+            )
+    return plan
+
+
+def _plan(
+    key: str,
+    content_hash: str,
+    current: Holder | None,
+    same_content: Holder | None,
+    key_projects: Sequence[str],
+    field_prefix: str,
+) -> KeyedPlan:
     if current is not None and not in_reach(current, key_projects):
         raise Conflict(
             "this key names a memory outside this API key's projects", field=f"{field_prefix}key"

@@ -412,6 +412,8 @@ async def _store_keyed(
             same.get(i.index),
             caller.projects,
             i.prefix,
+            project=i.request.project,
+            agent_id=i.request.agent_id,
         )
         for i in items
     }

@@ -49,6 +49,7 @@ class Holder:
     content_hash: str
     superseded_by: uuid.UUID | None
     project: str | None
+    agent_id: str | None = None
 
 
 def namespace_scope(prefixes: Sequence[str]) -> ColumnElement[bool]:
@@ -459,13 +460,13 @@ class MemoryRepository:
             return {}
         sql = text(
             f"""
-            SELECT p.idx, m.id, m.key, m.content_hash, m.superseded_by, m.project
+            SELECT p.idx, m.id, m.key, m.content_hash, m.superseded_by, m.project, m.agent_id
             FROM unnest(CAST(:idxs AS int[]), CAST(:namespaces AS text[]),
                         CAST(:projects AS text[]), CAST(:agents AS text[]),
                         CAST(:hashes AS text[]), CAST(:keys AS text[]))
                  AS p(idx, namespace, project, agent_id, hash, key)
             CROSS JOIN LATERAL (
-                SELECT m.id, m.key, m.content_hash, m.superseded_by, m.project
+                SELECT m.id, m.key, m.content_hash, m.superseded_by, m.project, m.agent_id
                 FROM memories m
                 WHERE m.org_id = :org AND m.namespace = p.namespace
                   AND m.content_hash = p.hash AND {_dup_reach_sql(key_projects)}
@@ -491,8 +492,8 @@ class MemoryRepository:
             params["key_projects"] = list(key_projects)
         rows = (await self.session.execute(sql, params)).all()
         return {
-            idx: Holder(id=i, key=k, content_hash=h, superseded_by=s, project=pr)
-            for idx, i, k, h, s, pr in rows
+            idx: Holder(id=i, key=k, content_hash=h, superseded_by=s, project=pr, agent_id=a)
+            for idx, i, k, h, s, pr, a in rows
         }
 
     async def _holders(
@@ -507,13 +508,13 @@ class MemoryRepository:
             return []
         stmt = select(
             Memory.namespace, Memory.id, Memory.key, Memory.content_hash,
-            Memory.superseded_by, Memory.project,
+            Memory.superseded_by, Memory.project, Memory.agent_id,
         ).where(
             Memory.org_id == org_id, tuple_(Memory.namespace, column).in_(list(pairs)), condition
         )
         return [
-            (ns, Holder(id=i, key=k, content_hash=h, superseded_by=s, project=p))
-            for ns, i, k, h, s, p in (await self.session.execute(stmt)).all()
+            (ns, Holder(id=i, key=k, content_hash=h, superseded_by=s, project=p, agent_id=a))
+            for ns, i, k, h, s, p, a in (await self.session.execute(stmt)).all()
         ]
 
     async def claim_key(self, org_id: uuid.UUID, memory_id: uuid.UUID, key: str) -> bool:

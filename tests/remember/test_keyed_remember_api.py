@@ -332,3 +332,23 @@ async def test_two_keys_never_claim_one_copy(
     assert [m["id"] for m in await by_key(client, key.headers, "k1")] == [str(copy)]
     retry = await remember(client, key.headers, content=V3, key="k2")
     assert retry.status_code == 409 and retry.json()["error"]["existing_id"] == str(copy)
+
+
+async def test_a_key_held_in_another_project_or_diary_is_not_taken_over(
+    client: httpx.AsyncClient, auth: dict[str, str], make_key: KeyFactory, key
+) -> None:
+    # Replacing a key's holder supersedes it (review G): as for ``supersedes``, every reader
+    # of the holder must read its successor, so a write in another project or diary is
+    # refused instead of hiding the holder from its project's readers.
+    held = (await remember(client, auth, content=V1, key="k", project="p")).json()
+    reader = await make_key(org=key.org, projects=["p"])
+    moved = await remember(client, auth, content=V2, key="k", project="q")
+    assert moved.status_code == 409, moved.text
+    assert moved.json()["error"]["field"] == "key"
+    diary = await remember(client, auth, content=V2, key="k", project="p", agent_id="bot")
+    assert diary.status_code == 409, diary.text
+    assert [m["id"] for m in await by_key(client, reader.headers, "k")] == [held["id"]]
+    # Shared, or in its project, the successor reads along: updated.
+    shared = await remember(client, auth, content=V2, key="k")
+    assert shared.status_code == 201 and shared.json()["status"] == "updated", shared.text
+    assert [m["id"] for m in await by_key(client, reader.headers, "k")] == [shared.json()["id"]]
