@@ -218,6 +218,16 @@ async def update_memory(
         # An identifier holding a secret is refused before the 403 could name it.
         check_identifiers({"project": changes["project"]})
         caller.check_write_project(changes["project"])
+        if changes["project"] is not None and changes["project"] != row.project:
+            # The memories this one supersedes are hidden behind it: their readers must keep
+            # reading it (the supersedes rule), so it may not move into another project.
+            before = await repo.predecessor_projects(caller.org_id, row.id)
+            if before - {changes["project"]}:
+                raise InvalidInput(
+                    "project",
+                    "this memory supersedes one that is shared or in another project: its "
+                    "readers could no longer read its replacement",
+                )
     pipeline = WritePipeline.for_settings(settings)
     new_type = changes.get("type") or row.type
     # The write pipeline, as for remember: validate, redact, gate (placeholders stripped the

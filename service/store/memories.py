@@ -224,6 +224,15 @@ class MemoryRepository:
         )
         return set((await self.session.execute(stmt)).scalars().all())
 
+    async def predecessor_projects(
+        self, org_id: uuid.UUID, memory_id: uuid.UUID
+    ) -> set[str | None]:
+        """The projects (None: shared) of the memories ``memory_id`` supersedes directly."""
+        stmt = select(Memory.project).where(
+            Memory.org_id == org_id, Memory.superseded_by == memory_id
+        )
+        return set((await self.session.execute(stmt)).scalars())
+
     async def link_targets(
         self,
         org_id: uuid.UUID,

@@ -137,6 +137,15 @@ async def test_unlimited_key_may_supersede_reproject_and_delete_shared_memories(
     shared = await created(client, org.admin)
     new = await created(client, org.admin, content=PARAPHRASE, supersedes=shared["id"])
     assert (await memory(client, org.admin, shared["id"])).json()["superseded_by"] == new["id"]
+    # Its successor may not leave the shared memory's readers (the supersedes rule).
+    refused = await client.patch(
+        f"/v1/memories/{new['id']}", json={"project": "p1"}, headers=org.admin.headers
+    )
+    assert refused.status_code == 422 and refused.json()["error"]["field"] == "project"
+    other = await created(
+        client, org.admin, content="The gateway answers 429 with a Retry-After header in seconds."
+    )
+    new = other
     url = f"/v1/memories/{new['id']}"
     moved = await client.patch(url, json={"project": "p1"}, headers=org.admin.headers)
     assert moved.status_code == 200 and moved.json()["project"] == "p1"
