@@ -569,7 +569,15 @@ def _accept_cli_password(m: re.Match[str]) -> str | None:
     value = m.group("vq") or m.group("vd") or m.group("vu") or ""
     if _PLACEHOLDER_RE.search(value) or _NOT_A_SECRET_RE.match(value) or len(value) < 3:
         return None
+    if value.startswith("$(") or _PORT_MAPPING_RE.fullmatch(value):
+        # A command substitution, or a port mapping (``-p 8080:80``): no password.
+        return None
     return "PASSWORD"
+
+
+_PORT_MAPPING_RE = re.compile(
+    r"(?:\d{1,3}(?:\.\d{1,3}){3}:)?\d{1,5}(?:-\d{1,5})?:\d{1,5}(?:-\d{1,5})?(?:/(?:tcp|udp|sctp))?"
+)
 
 
 def _accept_aws_secret(m: re.Match[str]) -> str | None:
@@ -830,17 +838,21 @@ _RULES: tuple[_Rule, ...] = (
     # Short password flags of the clients that take one on the command line:
     # ``mysql -u root -phunter2``, ``sshpass -p s3cret ssh host``, ``docker login -p x``,
     # ``redis-cli -a x``. Only after the command's name, so ``docker run -p 8080:80`` and
-    # ``mysql -P 3306`` (the port) stay, and ``mysql -p`` alone (a prompt) has no value.
+    # ``mysql -P 3306`` (the port) stay, and ``mysql -p`` alone (a prompt) has no value;
+    # and within that command: not past a shell separator (``&&``, ``;``, ``|`` before a
+    # blank), nor, after ``docker login``, into the next docker command, so ``docker login
+    # ghcr.io && docker run -p 8080:80`` keeps its port.
     _Rule(
         "PASSWORD",
         re.compile(
             r"""(?x)(?<![\w\-])
             (?:
                 (?i:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)(?![\w\-])
-                    [^\n]{0,200}?[ \t]-p(?=[^\s\-])
-              | (?i:sshpass)(?![\w\-])[^\n]{0,80}?[ \t]-p[ \t]*(?=[^\s\-])
-              | (?i:docker|podman|nerdctl)[ \t]+(?i:login)(?![\w\-])[^\n]{0,200}?[ \t]-p[ \t]+
-              | (?i:redis-cli)(?![\w\-])[^\n]{0,200}?[ \t]-a[ \t]+
+                    (?:(?!(?:;|&&?|\|\|?)[ \t])[^\n]){0,200}?[ \t]-p(?=[^\s\-])
+              | (?i:sshpass)(?![\w\-])(?:(?!(?:;|&&?|\|\|?)[ \t])[^\n]){0,80}?[ \t]-p[ \t]*(?=[^\s\-])
+              | (?i:docker|podman|nerdctl)[ \t]+(?i:login)(?![\w\-])
+                    (?:(?!(?:;|&&?|\|\|?)[ \t]|(?i:docker|podman|nerdctl)[ \t])[^\n]){0,200}?[ \t]-p[ \t]+
+              | (?i:redis-cli)(?![\w\-])(?:(?!(?:;|&&?|\|\|?)[ \t])[^\n]){0,200}?[ \t]-a[ \t]+
             )
             (?:'(?P<vq>[^'\n]{1,256})'|"(?P<vd>[^"\n]{1,256})"|(?P<vu>[^\s"'`]{1,256}))
             """

@@ -336,6 +336,7 @@ SECRET_CASES: list[tuple[str, str, str, str]] = [
     ("mysqldump-p", "mysqldump -h db -u app -pS3cretPw mydb > dump.sql", "S3cretPw", "PASSWORD"),
     ("sshpass-p", "sshpass -p Tr0ub4dor77 ssh deploy@bastion", "Tr0ub4dor77", "PASSWORD"),
     ("docker-login-p", "docker login -u ci -p Tr0ub4dor77 registry.example.com", "Tr0ub4dor77", "PASSWORD"),
+    ("mysql-p-after-quoted-sql", 'mysql -e "SHOW DATABASES;" -pTr0ub4dor77', "Tr0ub4dor77", "PASSWORD"),
     ("redis-cli-a", "redis-cli -h cache -a Tr0ub4dor77 ping", "Tr0ub4dor77", "PASSWORD"),
     # YAML block scalars and a blank line before the value.
     ("yaml-literal-block", "db:\n  password: |\n    Tr0ub4dor77\n", "Tr0ub4dor77", "PASSWORD"),
@@ -375,6 +376,11 @@ ORDINARY_TEXTS: list[tuple[str, str]] = [
     ),
     ("git-sha-40", "Reverted a94a8fe5ccb19ba61c4c0873d391e987982fbbd3 because it broke the build."),
     ("docker-run-port", "docker run -p 8080:80 -p 8443:443 nginx:1.27"),
+    # The short-flag rule stays within the client's own command (review G).
+    ("docker-login-then-run", "docker login ghcr.io && docker run -p 8080:80 app"),
+    ("docker-login-prose-then-run", "After docker login, map ports with docker run -p 5432:5432 pg."),
+    ("sshpass-then-git-log", "sshpass -f ~/.pw ssh host; git log -p HEAD~3"),
+    ("mysql-p-substitution", "mysql -u root -p$(cat /run/secrets/db) app"),
     ("password-moved-to-a-manager", "We moved the team password to 1Password last year."),
     ("password-to-prose", "The password to the vault is in the office safe."),
     ("key-to-number", "Set the key to 42 in the config and the token to v2 format."),
