@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -63,6 +63,18 @@ def _check_tags(value: list[str]) -> list[str]:
     for tag in value:
         if not tag or len(tag) > 64 or "\x00" in tag:
             raise ValueError("each tag must be 1-64 characters")
+    return value
+
+
+def _storable_time(value: datetime | None) -> datetime | None:
+    """A stored date-time must be one the database can give back: 9999-12-31T23:00-05:00
+    is stored as 10000-01-01 UTC, which no read could return (every list and pack holding
+    the memory would fail)."""
+    if value is not None and value.tzinfo is not None:
+        try:
+            value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("date-time is outside the years 1-9999 in UTC") from None
     return value
 
 
@@ -131,6 +143,11 @@ class RememberRequest(BaseModel):
     @classmethod
     def _namespace(cls, value: str) -> str:
         return _check_namespace(value)
+
+    @field_validator("valid_at", "expires_at")
+    @classmethod
+    def _storable(cls, value: datetime | None) -> datetime | None:
+        return _storable_time(value)
 
     @field_validator("key")
     @classmethod
@@ -271,6 +288,11 @@ class MemoryPatch(BaseModel):
         description="Expire this many seconds from now (a TTL refreshed on read, for one). Not "
         "with expires_at.",
     )
+
+    @field_validator("valid_at", "expires_at")
+    @classmethod
+    def _storable(cls, value: datetime | None) -> datetime | None:
+        return _storable_time(value)
 
     @field_validator("tags")
     @classmethod
