@@ -47,7 +47,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service import metrics
 from service.config import Settings
 from service.domain import audit as audit_service
-from service.domain import namespaces
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.expiry import expiry_of, purge_colliding
@@ -231,10 +230,10 @@ async def _validate_links(
             if not _reads_along(item.request, project, namespace, agent_id):
                 raise InvalidInput(
                     f"{prefix}supersedes",
-                    f"memory {item.request.supersedes} is read where this one would not be (a "
-                    "sibling namespace, another agent's diary or another project): superseding "
+                    f"memory {item.request.supersedes} is read where this one would not be "
+                    "(another namespace, another agent's diary or another project): superseding "
                     "it would hide it from readers who cannot see its replacement; write this "
-                    "memory in its namespace or an ancestor, shared or in its project and diary",
+                    "memory in its namespace, shared or in its project, and in its diary or none",
                 )
 
 
@@ -242,11 +241,12 @@ def _reads_along(
     req: RememberRequest, project: str | None, namespace: str, agent_id: str | None
 ) -> bool:
     """Whether every reader of a memory at ``namespace`` (in ``project`` and ``agent_id``'s
-    diary) also reads ``req``'s new memory: the new one lives at that namespace or an
-    ancestor of it (a read sees its namespace and its ancestors), is shared or in the same
-    project, and is in no diary or the same one."""
+    diary) also reads ``req``'s new memory: the new one lives at that very namespace, is
+    shared or in the same project, and is in no diary or the same one. Not at an ancestor:
+    a pack below reads its ancestors, but a key limited to the old namespace's prefix does
+    not, and would lose the memory and meet a ``superseded_by`` it cannot read."""
     return (
-        namespaces.within_prefix(namespace, req.namespace)
+        namespace == req.namespace
         and (req.project is None or req.project == project)
         and (req.agent_id is None or req.agent_id == agent_id)
     )

@@ -172,8 +172,8 @@ FORGET_DESCRIPTION = """\
 Erase one memory for good: its content, embedding and links are deleted; only its id stays, \
 as a tombstone in the audit trail. Use it for memories that are wrong, leaked something \
 sensitive, or must go on request. To correct or update a memory, prefer `remember` with \
-`supersedes` set to the old id, in the old memory's namespace (or an ancestor of it): the \
-history stays readable.
+`supersedes` set to the old id, in the old memory's namespace: the history stays \
+readable.
 
 Returns `{id, deleted: true}`. Error `not_found` when the id does not exist or is outside \
 your key's reach; `project_access_denied` when your key may read it but not change it (a \

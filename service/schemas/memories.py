@@ -114,8 +114,8 @@ class RememberRequest(BaseModel):
     supersedes: uuid.UUID | None = Field(
         None,
         description="A memory this one replaces. Its readers must see the replacement: it lives "
-        "at this memory's namespace or under it, in its project (or this one is shared), in its "
-        "diary (or this one is in none).",
+        "in this memory's namespace, in its project (or this one is shared), in its diary (or "
+        "this one is in none).",
     )
     metadata: dict[str, Any] = Field(default_factory=dict, description="Bounded JSON object")
     expires_at: datetime | None = Field(

@@ -112,7 +112,7 @@ class World:
         """Whether every reader of ``m`` reads what the subject writes (at its writable
         namespace, in its write project): superseding ``m`` takes that."""
         project = self.write_project()
-        return within_prefix(m.namespace, self.writable_namespace()) and (
+        return m.namespace == self.writable_namespace() and (
             project is None or project == m.project
         )
 
