@@ -15,6 +15,8 @@ from ctxpack_client.integrations.langgraph import CtxpackStore, MemoryRejected
 from langgraph.store.base import InvalidNamespaceError
 from langmem import create_manage_memory_tool, create_search_memory_tool
 
+from tests.conftest import Key, KeyFactory
+
 GOTCHA = "The nightly export job fails silently when the S3 bucket's lifecycle rule deletes its staging prefix."
 NEWER = "The nightly export job now writes to a dedicated bucket, so lifecycle rules no longer break it."
 OTHER = "Customer invoices are generated on the first business day of each month, in UTC."
@@ -149,6 +151,27 @@ def test_store_ttl_is_written_refreshed_on_read_and_cleared(cx: Client) -> None:
     assert short is not None and short - datetime.now(UTC) <= timedelta(minutes=5)
     timed.get(ns, "invoices")
     assert _expiry(cx, "kate", "invoices") == short
+    # An infinite TTL never expires; a huge one is the server's longest.
+    store.put(ns, "forever", {"content": NEWER}, ttl=float("inf"))
+    assert _expiry(cx, "kate", "forever") is None
+    store.put(ns, "century", {"content": OTHER + " Twice."}, ttl=1e12)
+    far = _expiry(cx, "kate", "century")
+    assert far is not None and far - datetime.now(UTC) > timedelta(days=365 * 99)
+
+
+async def test_store_reads_with_a_read_only_key_without_renewing(
+    cx: Client, ctxpack_env: str, key: Key, make_key: KeyFactory
+) -> None:
+    store = CtxpackStore(cx)
+    store.put(("lola",), "note", {"content": GOTCHA}, ttl=30)
+    before = _expiry(cx, "lola", "note")
+    read_only = await make_key(org=key.org, scopes=["read"])
+    with Client(api_key=read_only.key) as client:
+        reader = CtxpackStore(client)
+        item = reader.get(("lola",), "note")  # renewing takes write: skipped, the read stands
+        assert item is not None and item.value == {"content": GOTCHA}
+        assert [f.key for f in reader.search(("lola",))] == ["note"]
+    assert _expiry(cx, "lola", "note") == before
 
 
 async def test_store_async(cx: Client) -> None:

@@ -38,6 +38,7 @@ newest first. ``filter`` matches the item's value (``{"field": v}``, or ``{"fiel
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import re
@@ -61,7 +62,7 @@ from langgraph.store.base import (
 )
 
 from ctxpack_client._client import AsyncClient, Client
-from ctxpack_client.errors import GateRejected
+from ctxpack_client.errors import Forbidden, GateRejected
 from ctxpack_client.models import ContextItem, MemoryOut, RememberRequest
 
 _LABEL = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
@@ -159,6 +160,8 @@ class CtxpackStore(BaseStore):
         else:
             text = json.dumps(value, sort_keys=True, default=str)
             meta = {"key": key, "text_field": None, "value": value}
+        if ttl is not None and not math.isfinite(ttl):
+            ttl = None  # an infinite TTL: the item never expires
         if ttl is not None:
             meta["ttl_minutes"] = ttl
         return RememberRequest(
@@ -233,7 +236,8 @@ class CtxpackStore(BaseStore):
             if found is None:
                 return None
             for memory_id, seconds in self._refresh(op, [(found.id, found.metadata)]):
-                found = self.client.update(memory_id, ttl_seconds=seconds)
+                with contextlib.suppress(Forbidden):  # a read-only key reads without renewing
+                    found = self.client.update(memory_id, ttl_seconds=seconds)
             return self._item(found)
         if isinstance(op, PutOp):
             if op.value is None:
@@ -278,7 +282,8 @@ class CtxpackStore(BaseStore):
         else:
             picked = self._select_listed(op, self.client.memories(self._scope(op.namespace_prefix)))
         for memory_id, seconds in self._refresh(op, [(m, meta) for _, m, meta in picked]):
-            self.client.update(memory_id, ttl_seconds=seconds)
+            with contextlib.suppress(Forbidden):  # a read-only key reads without renewing
+                self.client.update(memory_id, ttl_seconds=seconds)
         return [item for item, _, _ in picked]
 
     # --- operations, async ------------------------------------------------------------------------
@@ -293,7 +298,8 @@ class CtxpackStore(BaseStore):
             if found is None:
                 return None
             for memory_id, seconds in self._refresh(op, [(found.id, found.metadata)]):
-                found = await client.update(memory_id, ttl_seconds=seconds)
+                with contextlib.suppress(Forbidden):  # a read-only key reads without renewing
+                    found = await client.update(memory_id, ttl_seconds=seconds)
             return self._item(found)
         if isinstance(op, PutOp):
             ns = self.to_ctxpack(op.namespace)
@@ -319,7 +325,8 @@ class CtxpackStore(BaseStore):
                 listed = [m async for m in client.memories(self._scope(op.namespace_prefix))]
                 picked = self._select_listed(op, listed)
             for memory_id, seconds in self._refresh(op, [(m, meta) for _, m, meta in picked]):
-                await client.update(memory_id, ttl_seconds=seconds)
+                with contextlib.suppress(Forbidden):  # a read-only key reads without renewing
+                    await client.update(memory_id, ttl_seconds=seconds)
             return [item for item, _, _ in picked]
         if isinstance(op, ListNamespacesOp):
             names = [m.namespace async for m in client.memories(self._scope(()))]
@@ -370,8 +377,15 @@ class CtxpackStore(BaseStore):
         return sorted(found)[op.offset: op.offset + op.limit]
 
 
+# The longest TTL the server takes (ttl_seconds, 100 years).
+MAX_TTL_SECONDS = 100 * 366 * 86400
+
+
 def _seconds(minutes: float) -> int:
-    """LangGraph's TTL (minutes) as ctxpack's ttl_seconds (at least 1)."""
+    """LangGraph's TTL (minutes) as ctxpack's ttl_seconds: at least 1, at most the server's
+    longest."""
+    if minutes * 60 >= MAX_TTL_SECONDS:
+        return MAX_TTL_SECONDS
     return max(1, math.ceil(minutes * 60))
 
 
