@@ -16,16 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import re
 from collections.abc import AsyncIterator
 
+import anyio.to_thread
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.responses import JSONResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from service.calls import parse_bearer
 from service.domain.auth import Caller
+from service.domain.redaction import REDACTOR
 from service.errors import CtxpackError, ServiceUnavailable
 from service.mcp.backends import CALLER_SCOPE_KEY, LocalBackend, caller_from_request
 from service.mcp.server import build_server
@@ -46,6 +50,49 @@ def _authorization(scope: Scope) -> str | None:
         if name == b"authorization":
             return str(value.decode("latin-1"))
     return None
+
+
+# The SDK's answer to a malformed JSON-RPC message quotes the input (pydantic's
+# ``input_value=...``), which may hold a secret the caller meant for a tool's arguments.
+_INPUT_VALUE = re.compile(r"input_value=.*?, input_type=")
+
+
+def _quiet_message(message: str) -> str:
+    return REDACTOR.redact(_INPUT_VALUE.sub("input_value=<omitted>, input_type=", message)).text
+
+
+def _quiet_errors(send: Send) -> Send:
+    """``send`` for the SDK's answers, with the message of a JSON-RPC error answer (a 4xx)
+    stripped of the input it quotes and redacted; every other answer passes as sent."""
+    held: list[Message] = []
+
+    async def quiet(message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] >= 400:
+            held.append(message)
+            return
+        if not held:
+            await send(message)
+            return
+        held.append(message)
+        if message.get("more_body"):
+            return
+        start, *parts = held
+        held.clear()
+        body = b"".join(part.get("body", b"") for part in parts)
+        with contextlib.suppress(ValueError, AttributeError, TypeError):
+            answer = json.loads(body)
+            error = answer["error"]
+            if isinstance(error.get("message"), str):
+                error["message"] = await anyio.to_thread.run_sync(
+                    _quiet_message, error["message"]
+                )
+                body = json.dumps(answer).encode()
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return quiet
 
 
 class McpEndpoint:
@@ -76,7 +123,7 @@ class McpEndpoint:
         scope[CALLER_SCOPE_KEY] = caller
         # The session manager binds a stateful session to the principal that opened it.
         scope["user"] = AuthenticatedUser(_access_token(token, caller))
-        await manager.handle_request(scope, receive, send)
+        await manager.handle_request(scope, receive, _quiet_errors(send))
 
     @contextlib.asynccontextmanager
     async def serving(self, resources: Resources) -> AsyncIterator[None]:

@@ -59,3 +59,18 @@ async def test_rate_limit_applies_to_mcp(pg_url: str, make_key: KeyFactory) -> N
     assert second.status_code == 429
     assert second.json()["error"]["code"] == "rate_limited"
     assert int(second.headers["retry-after"]) >= 1
+
+
+async def test_a_malformed_message_is_answered_without_quoting_it(
+    client: httpx.AsyncClient, key: Key
+) -> None:
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    bad = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": f"{secret} password=Hunter22xQ"}
+    response = await client.post("/mcp", json=bad, headers={**HEADERS, **key.headers})
+    assert 400 <= response.status_code < 500
+    body = response.json()
+    assert body["error"]["code"] == -32602 and "input_value=<omitted>" in body["error"]["message"]
+    assert secret[:12] not in response.text and "Hunter22xQ" not in response.text
+    assert int(response.headers["content-length"]) == len(response.content)
+    ok = await client.post("/mcp", json=INIT, headers={**HEADERS, **key.headers})
+    assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "ctxpack"
