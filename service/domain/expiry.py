@@ -53,10 +53,7 @@ def expiry_of(req: Any, settings: Any, prefix: str = "") -> datetime | None:
     if req.expires_at is not None and req.ttl_seconds is not None:
         raise InvalidInput(f"{prefix}ttl_seconds", "give expires_at or ttl_seconds, not both")
     if req.expires_at is not None:
-        when = req.expires_at if req.expires_at.tzinfo else req.expires_at.replace(tzinfo=UTC)
-        if when <= now:
-            raise InvalidInput(f"{prefix}expires_at", "expires_at must be in the future")
-        return when  # type: ignore[no-any-return]
+        return _future_instant(req.expires_at, f"{prefix}expires_at", now)
     ttl = req.ttl_seconds
     if ttl is None:
         ttl = (settings.default_ttl_seconds or {}).get(req.type)
@@ -84,10 +81,15 @@ def patched_expiry(changes: dict[str, Any]) -> tuple[bool, datetime | None]:
     when = changes["expires_at"]
     if when is None:
         return True, None
+    return True, _future_instant(when, "expires_at", datetime.now(UTC))
+
+
+def _future_instant(when: datetime, field: str, now: datetime) -> datetime:
+    """``when`` (a naive time taken as UTC) if it is after ``now``; else 422 on ``field``."""
     when = when if when.tzinfo else when.replace(tzinfo=UTC)
-    if when <= datetime.now(UTC):
-        raise InvalidInput("expires_at", "expires_at must be in the future")
-    return True, when
+    if when <= now:
+        raise InvalidInput(field, "expires_at must be in the future")
+    return when
 
 
 async def _purge(

@@ -233,19 +233,12 @@ class AuditRepository:
         ``memory_id``: the name each remember or artifact call gave or derived, which a later
         PATCH may have changed (erasing the current name alone would leave the former ones
         behind), and the caller's key for the memory."""
-        found: set[str] = set()
-        for field in ("name", "key"):
-            stmt = (
-                select(AuditEvent.request[field].astext)
-                .where(
-                    AuditEvent.org_id == org_id,
-                    AuditEvent.memory_ids.op("@>")(array([memory_id], type_=UUID(as_uuid=True))),
-                    AuditEvent.request[field].astext.is_not(None),
-                )
-                .distinct()
-            )
-            found.update(n for n in (await self.session.execute(stmt)).scalars() if n)
-        return sorted(found)
+        stmt = select(AuditEvent.request["name"].astext, AuditEvent.request["key"].astext).where(
+            AuditEvent.org_id == org_id,
+            AuditEvent.memory_ids.op("@>")(array([memory_id], type_=UUID(as_uuid=True))),
+        )
+        rows = (await self.session.execute(stmt)).tuples()
+        return sorted({value for row in rows for value in row if value})
 
     async def erase_strings(
         self, org_id: uuid.UUID, memory_id: uuid.UUID, values: builtins.list[str], replacement: str
