@@ -349,7 +349,30 @@ async def _store(
             session, embedder, settings, caller, [i for i in accepted if i.request.key is not None]
         )
     )
+    await _keep_duplicates_alive(MemoryRepository(session), caller, accepted, outcome)
     return outcome
+
+
+def _later(a: datetime | None, b: datetime | None) -> datetime | None:
+    """The later of two expiries, None (never) being later than any instant."""
+    return None if a is None or b is None else max(a, b)
+
+
+async def _keep_duplicates_alive(
+    repo: MemoryRepository, caller: Caller, items: list[_Prepared], outcome: dict[int, Outcome]
+) -> None:
+    """A write answered ``duplicate`` promises its own life: the copy it names lives as long
+    as the longer of the two (a write without a TTL makes a copy with one permanent), and
+    the answer's ``expires_at`` is the copy's, as stored. Sets each duplicate item's
+    ``expires_at`` to what the store keeps."""
+    wanted: dict[uuid.UUID, datetime | None] = {}
+    duplicates = [i for i in items if i.index in outcome and outcome[i.index][0] == "duplicate"]
+    for i in duplicates:
+        copy = outcome[i.index][1]
+        wanted[copy] = _later(wanted[copy], i.expires_at) if copy in wanted else i.expires_at
+    stored = await repo.extend_life(caller.org_id, wanted)
+    for i in duplicates:
+        i.expires_at = stored.get(outcome[i.index][1])
 
 
 async def _embed_and_probe(
@@ -674,7 +697,7 @@ async def remember(
         near_duplicates=dups,
         warnings=item.warnings,
         audit_id=audit_id,
-        expires_at=item.expires_at if status == "created" else None,
+        expires_at=item.expires_at,
         key=req.key,
         superseded_id=superseded,
     )
@@ -724,7 +747,7 @@ async def remember_batch(
                 superseded_id=superseded,
                 redactions=item.redaction_list,
                 near_duplicates=dups,
-                expires_at=item.expires_at if status == "created" else None,
+                expires_at=item.expires_at,
             )
         )
     counts = {

@@ -95,6 +95,17 @@ class LifecycleRepository:
         )
         return int(result.rowcount)  # type: ignore[attr-defined]
 
+    async def delete_artifacts_of(self, org_id: uuid.UUID, memory_ids: Sequence[uuid.UUID]) -> int:
+        """Artifacts attached to one of ``memory_ids`` (their bodies with them)."""
+        if not memory_ids:
+            return 0
+        result = await self.session.execute(
+            delete(Artifact).where(
+                Artifact.org_id == org_id, Artifact.memory_id.in_(list(memory_ids))
+            )
+        )
+        return int(result.rowcount)  # type: ignore[attr-defined]
+
     async def delete_keys_within(self, org_id: uuid.UUID, namespace: str) -> list[str]:
         """Delete the keys limited to namespaces inside the subtree (every prefix of theirs
         within it); return their hashes, for the caller caches. Unlimited keys and keys that
