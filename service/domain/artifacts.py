@@ -74,6 +74,12 @@ def derive_summary(name: str, body: dict[str, Any] | list[Any], keys: list[str],
     return f"{name}: {shape}{': ' + shown if shown else ''} ({size} bytes)."
 
 
+def memory_hash(artifact_id: uuid.UUID) -> str:
+    """The ``content_hash`` of an artifact's memory: its artifact's id, not its summary (two
+    artifacts with one summary are two memories)."""
+    return hashlib.sha256(f"artifact:{artifact_id}".encode()).hexdigest()
+
+
 def compact_size(body: Any) -> int:
     return len(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
 
@@ -132,7 +138,7 @@ async def store_artifact(
         project=req.project,
         embedding=embedding,
         # Unique per artifact: two artifacts with the same summary are still two memories.
-        content_hash=hashlib.sha256(f"artifact:{artifact_id}".encode()).hexdigest(),
+        content_hash=memory_hash(artifact_id),
         metadata={"artifact_id": str(artifact_id), "schema_keys": keys[:50], "size_bytes": size},
     )
     audit_id = await audit_service.record(

@@ -74,7 +74,7 @@ def _check_tags(value: list[str]) -> list[str]:
     return value
 
 
-def _storable_time(value: datetime | None) -> datetime | None:
+def storable_time(value: datetime | None) -> datetime | None:
     """A stored date-time must be one the database can give back: 9999-12-31T23:00-05:00
     is stored as 10000-01-01 UTC, which no read could return (every list and pack holding
     the memory would fail)."""
@@ -155,7 +155,7 @@ class RememberRequest(BaseModel):
     @field_validator("valid_at", "expires_at")
     @classmethod
     def _storable(cls, value: datetime | None) -> datetime | None:
-        return _storable_time(value)
+        return storable_time(value)
 
     @field_validator("key")
     @classmethod
@@ -305,7 +305,7 @@ class MemoryPatch(BaseModel):
     @field_validator("valid_at", "expires_at")
     @classmethod
     def _storable(cls, value: datetime | None) -> datetime | None:
-        return _storable_time(value)
+        return storable_time(value)
 
     @field_validator("tags")
     @classmethod
