@@ -31,7 +31,7 @@ from service.domain.memories import erase_memory
 from service.domain.namespaces import parse_namespace
 from service.domain.redaction_fields import check_identifiers, redact_fields
 from service.embedding import AsyncEmbedder
-from service.errors import InvalidInput, NotFound
+from service.errors import InvalidInput, NotFound, PayloadTooLarge
 from service.schemas.artifacts import (
     ArtifactCreate,
     ArtifactCreated,
@@ -90,6 +90,7 @@ async def store_artifact(
     caller: Caller,
     ctx: AuditContext,
     req: ArtifactCreate,
+    max_scanned_bytes: int,
 ) -> ArtifactCreated:
     """Store a JSON artifact and the memory that references it; audit the call.
 
@@ -99,6 +100,7 @@ async def store_artifact(
 
     Raises:
         PermissionDenied: no write scope, or namespace/project outside the key's reach.
+        PayloadTooLarge: a body over ``max_scanned_bytes`` as compact JSON (413).
     """
     caller.require("write")
     ctx.namespace = req.namespace
@@ -107,9 +109,18 @@ async def store_artifact(
     check_identifiers({"project": req.project})
     caller.check_write_project(req.project)
 
-    values, counts = await asyncio.to_thread(
-        redact_fields, {"name": req.name, "summary": req.summary, "body": req.body}
-    )
+    def redact() -> tuple[dict[str, Any], dict[str, int]]:
+        # Bounded before any scan: the body's compact JSON at most ``max_scanned_bytes``.
+        sent = compact_size(req.body)
+        if sent > max_scanned_bytes:
+            raise PayloadTooLarge(
+                f"body: {sent} bytes as compact JSON; an artifact holds at most "
+                f"{max_scanned_bytes}",
+                field="body",
+            )
+        return redact_fields({"name": req.name, "summary": req.summary, "body": req.body})
+
+    values, counts = await asyncio.to_thread(redact)
     name: str = values["name"]
     body = values["body"]
     if not isinstance(body, dict | list):  # pragma: no cover - redact_json keeps the shape

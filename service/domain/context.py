@@ -361,6 +361,7 @@ async def compile_context(
     ranked: RankedPack = await repo.rank(scope, plan, scope_rows)
 
     builder = PackBuilder(req, query, embedder.count_tokens)
+    goal: str = req.goal
 
     def build() -> tuple[list[ContextSection], RenderedPack]:
         items = [builder.item(row) for row in ranked.rows]
@@ -375,7 +376,7 @@ async def compile_context(
                 embedder.count_tokens,
             )
         return sections, fit_empty(
-            render_empty(req.goal, req.intent, req.layer, ranked.gated_out),
+            render_empty(goal, req.intent, req.layer, ranked.gated_out),
             req.markdown_token_budget,
             embedder.count_tokens,
         )

@@ -36,6 +36,7 @@ are CPU work on text: they run in a worker thread, never on the event loop.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -61,7 +62,7 @@ from service.domain.write_pipeline import content_hash as content_hash
 from service.domain.write_pipeline import gate_config as gate_config
 from service.domain.write_pipeline import normalize as normalize
 from service.embedding import AsyncEmbedder
-from service.errors import Conflict, GateRejected, InvalidInput
+from service.errors import Conflict, GateRejected, InvalidInput, PayloadTooLarge
 from service.schemas.memories import (
     BatchItemResult,
     GateReasonOut,
@@ -619,6 +620,27 @@ async def _store_plain(
     return outcome
 
 
+def scanned_bytes(req: RememberRequest) -> int:
+    """The text of one write the redactor would scan, in UTF-8 bytes (an item over the gate's
+    size is refused before any scan, but its bytes still count: they were sent)."""
+    texts = (req.content, req.name, req.source, req.url, req.domain, req.origin, *req.tags)
+    size = sum(len(t.encode()) for t in texts if t)
+    if req.metadata:
+        size += len(json.dumps(req.metadata, default=str).encode())
+    return size
+
+
+def check_scanned_bytes(size: int, settings: Settings, field_name: str) -> None:
+    """413 when one call would have more than ``max_scanned_bytes`` of text redacted: the
+    redactor's worst case is about a second of CPU per MB, so a call's text is bounded."""
+    if size > settings.max_scanned_bytes:
+        raise PayloadTooLarge(
+            f"{field_name}: {size} bytes of text to scan; at most {settings.max_scanned_bytes} "
+            "per call (split the batch)",
+            field=field_name,
+        )
+
+
 def _check_batch_keys(items: list[_Prepared]) -> None:
     """422 when a batch names one key twice in a namespace, or stores one content under two
     keys: which should win is the caller's to say."""
@@ -719,9 +741,12 @@ async def remember_batch(
     if len(req.items) > settings.max_batch_items:
         raise InvalidInput("items", f"{len(req.items)} items; at most {settings.max_batch_items} per batch")
     pipeline = WritePipeline.for_settings(settings)
-    items = await asyncio.to_thread(
-        lambda: [_prepare(i, r, caller, settings, pipeline, f"items.{i}.") for i, r in enumerate(req.items)]
-    )
+
+    def prepare_all() -> list[_Prepared]:
+        check_scanned_bytes(sum(scanned_bytes(r) for r in req.items), settings, "items")
+        return [_prepare(i, r, caller, settings, pipeline, f"items.{i}.") for i, r in enumerate(req.items)]
+
+    items = await asyncio.to_thread(prepare_all)
     _check_batch_keys(items)
     written_in = {i.request.namespace for i in items}
     ctx.namespace = next(iter(written_in)) if len(written_in) == 1 else None
