@@ -39,7 +39,6 @@ from service.schemas.lifecycle import ErasedCounts, EraseReceipt
 from service.store.lifecycle import LifecycleRepository
 from service.store.revocations import notify_revocation
 
-
 FREE_TEXT = ("goal", "domain", "tag", "key", "name", "fields")
 """The ``request`` fields of an audit row that hold the caller's words, not ids or counts."""
 

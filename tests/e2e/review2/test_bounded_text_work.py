@@ -4,14 +4,12 @@ bound. The text one write call has redacted is now at most ``max_scanned_bytes``
 
 from __future__ import annotations
 
-import httpx
-
 from tests.conftest import KeyFactory
-from tests.hardening.conftest import AppFactory, app_with  # noqa: F401
+from tests.hardening.conftest import AppFactory
 
 
 async def test_an_artifact_over_the_scan_bound_is_413(
-    app_with: AppFactory, make_key: KeyFactory  # noqa: F811
+    app_with: AppFactory, make_key: KeyFactory
 ) -> None:
     key = await make_key()
     async with app_with(max_scanned_bytes=64 * 1024) as client:
@@ -35,7 +33,7 @@ async def test_an_artifact_over_the_scan_bound_is_413(
 
 
 async def test_a_batch_over_the_scan_bound_is_413(
-    app_with: AppFactory, make_key: KeyFactory  # noqa: F811
+    app_with: AppFactory, make_key: KeyFactory
 ) -> None:
     key = await make_key()
     async with app_with(max_scanned_bytes=64 * 1024) as client:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 
 from tests.conftest import KeyFactory
-from tests.hardening.conftest import SqlRows, sql  # noqa: F401
+from tests.hardening.conftest import SqlRows
 
 TAG = "tag-about-zoe-9f2"
 MISSING_KEY = "zoe-missing-key-77a"
@@ -18,7 +18,7 @@ TEXT = "Zoe prefers the dark theme and keyboard shortcuts in every tool she uses
 
 
 async def test_erase_scrubs_tags_keys_and_names_of_every_call(
-    client: httpx.AsyncClient, make_key: KeyFactory, sql: SqlRows  # noqa: F811
+    client: httpx.AsyncClient, make_key: KeyFactory, sql: SqlRows
 ) -> None:
     key = await make_key()
     h = key.headers

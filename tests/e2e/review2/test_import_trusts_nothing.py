@@ -17,8 +17,21 @@ import pytest
 from service.errors import InvalidInput
 from service.lifecycle.local import model_id
 from service.lifecycle.transfer import IMPORT_CHUNK, import_store
+from service.store.database import _with_database, ensure_database, upgrade
 from tests.conftest import make_settings
-from tests.lifecycle.test_transfer import fresh_db, resources, write  # noqa: F401
+from tests.lifecycle.test_transfer import resources, write
+
+
+@pytest.fixture
+def fresh_db(pg_server: Any) -> str:
+    """An empty, migrated database of its own: import writes into it alone."""
+    admin = pg_server.get_uri()
+    name = f"ctxpack_imp_{uuid.uuid4().hex[:8]}"
+    ensure_database(admin, name)
+    url = str(_with_database(admin, name))
+    upgrade(url)
+    return url
+
 
 FACT = "We deploy the billing service with blue-green releases behind the load balancer."
 OTHER = "The CSV importer silently drops rows whose date column uses two-digit years."
@@ -36,7 +49,7 @@ def memory(**extra: Any) -> dict[str, Any]:
 
 
 async def test_a_forged_hash_never_makes_another_text_a_duplicate(
-    fresh_db: str, tmp_path: Path  # noqa: F811
+    fresh_db: str, tmp_path: Path
 ) -> None:
     from hashlib import sha256
 
@@ -75,7 +88,7 @@ BAD_LINES: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.mark.parametrize(("what", "bad"), BAD_LINES, ids=[w for w, _ in BAD_LINES])
 async def test_a_bad_line_late_in_the_file_writes_nothing(
-    fresh_db: str, tmp_path: Path, what: str, bad: dict[str, Any]  # noqa: F811
+    fresh_db: str, tmp_path: Path, what: str, bad: dict[str, Any]
 ) -> None:
     good = [memory() for _ in range(IMPORT_CHUNK + 5)]
     lines = [header(fresh_db), *good, bad, {"kind": "end"}]
@@ -90,7 +103,7 @@ async def test_a_bad_line_late_in_the_file_writes_nothing(
 
 
 async def test_artifact_schema_keys_and_size_are_derived(
-    fresh_db: str, tmp_path: Path  # noqa: F811
+    fresh_db: str, tmp_path: Path
 ) -> None:
     secret_key = "AKIAIOSFODNN7EXAMPLE"
     art = {"kind": "artifact", "id": str(uuid.uuid4()), "namespace": "ivy", "name": "Scan",

@@ -5,13 +5,14 @@ jsonb refuses them. Now a 422 naming the field, over HTTP and MCP, and nothing i
 from __future__ import annotations
 
 import json
+
 import httpx
 import pytest
 
 from tests.conftest import Key, KeyFactory
+from tests.hardening.conftest import SqlRows
 from tests.mcp.test_mcp_http_asgi import HEADERS as MCP_HEADERS
 from tests.mcp.test_mcp_http_asgi import INIT as MCP_INIT
-from tests.hardening.conftest import SqlRows, sql  # noqa: F401
 
 TEXT = "The nightly backup of the billing database runs at 02:00 UTC and takes forty minutes."
 NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e400", "-1E+999"]
