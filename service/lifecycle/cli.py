@@ -149,6 +149,16 @@ def _add_parsers(sub: Any) -> None:
         "--links", action="store_true",
         help="link consecutive turns of a session (follows/precedes), as the LoCoMo benchmark does",
     )
+    ingest.add_argument(
+        "--date-order", choices=["auto", "dmy", "mdy", "ymd"], default="auto",
+        help="which of two small numbers is the day in a timestamp like 03.04.2023: dmy, mdy, "
+        "ymd, or auto (default: dots day first, slashes month first, as people write them)",
+    )
+    ingest.add_argument(
+        "--timezone", default="UTC",
+        help="time zone of timestamps that name none: an IANA name (Europe/Lisbon) or +HH:MM "
+        "(default UTC)",
+    )
     ingest.add_argument("--batch-size", type=int, default=250, help="turns per batch call (default 250)")
     ingest.add_argument("--url", help="a ctxpack server (else: the local database)")
     ingest.add_argument("--key", help="API key with write scope (with --url; env CTXPACK_KEY)")
