@@ -86,7 +86,8 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_erase(args: argparse.Namespace, settings: Settings) -> int:
-    from service.domain.audit import AuditAction, AuditContext, resolve_org
+    from service.calls import Transport
+    from service.domain.audit import AuditAction, resolve_org
     from service.domain.erase import erase_namespace
     from service.domain.namespaces import parse_namespace
     from service.lifecycle.local import open_local, operator
@@ -104,10 +105,14 @@ def cmd_erase(args: argparse.Namespace, settings: Settings) -> int:
         async with open_local(settings, with_embedder=False) as res:
             async with res.runner.operator_session() as session:
                 org = await resolve_org(session, args.org)
-                caller = operator(org.org_id)
-                return await erase_namespace(
-                    session, caller, namespace, AuditContext(AuditAction.ERASE, caller)
-                )
+            # Through the call runner, as every face: one unit of work, and an audit row
+            # (transport ``cli``) when the erase fails as well as when it succeeds.
+            return await res.runner.run(
+                operator(org.org_id),
+                AuditAction.ERASE,
+                lambda session, caller, ctx: erase_namespace(session, caller, namespace, ctx),
+                transport=Transport.CLI,
+            )
 
     _out(asyncio.run(run()).model_dump_json())
     return 0
