@@ -166,7 +166,7 @@ def _add_parsers(sub: Any) -> None:
     )
     ingest.add_argument("--batch-size", type=int, default=250, help="turns per batch call (default 250)")
     ingest.add_argument("--url", help="a ctxpack server (else: the local database)")
-    ingest.add_argument("--key", help="API key with write scope (with --url; env CTXPACK_KEY)")
+    ingest.add_argument("--key", help="API key with write scope (with --url; env CTXPACK_API_KEY)")
     ingest.add_argument("--org", help="org of the local database (when several exist)")
     ingest.add_argument(
         "--checkpoint", type=Path,

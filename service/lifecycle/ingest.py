@@ -801,6 +801,18 @@ async def ingest(
     return summary
 
 
+def api_key_from_env() -> str | None:
+    """The key from ``CTXPACK_API_KEY``, the one name every face reads; the older
+    ``CTXPACK_KEY`` is still taken, with a warning on stderr."""
+    key = os.environ.get("CTXPACK_API_KEY")
+    if key:
+        return key
+    legacy = os.environ.get("CTXPACK_KEY")
+    if legacy:
+        sys.stderr.write("warning: CTXPACK_KEY is deprecated; set CTXPACK_API_KEY instead\n")
+    return legacy or None
+
+
 def default_checkpoint(file: str, target: str, mapping: Mapping, links: bool) -> Path:
     import platformdirs
 
@@ -826,11 +838,13 @@ def run_ingest_command(
         args.namespace, args.sessions, args.speaker_in, args.type,
         date_order=args.date_order, zone=parse_zone(args.timezone),
     )
-    if turns:
-        item_of(turns[0], mapping, fmt)  # a bad --namespace fails before anything is sent
-    key = args.key or os.environ.get("CTXPACK_KEY")
+    # A bad --namespace template fails before anything is sent (a bad turn does not).
+    namespace_of(Turn("template", ""), Mapping(mapping.namespace, sessions="metadata"))
+    key = args.key or api_key_from_env()
     if args.url and not key:
-        raise InvalidInput("key", "--url needs --key (or CTXPACK_KEY): a key with the write scope")
+        raise InvalidInput(
+            "key", "--url needs --key (or CTXPACK_API_KEY): a key with the write scope"
+        )
     target_id = args.url or settings.database_url or str(settings.data_dir)
     ck_path = args.checkpoint or default_checkpoint(args.file, target_id, mapping, args.links)
     if args.restart and ck_path.exists():
