@@ -34,9 +34,9 @@ def _err(line: str) -> None:
 
 
 def _since(value: str | None) -> Any:
-    from service.audit_cli import _time
+    from service.audit_cli import time_arg
 
-    return _time("since", value)
+    return time_arg("since", value)
 
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
