@@ -36,6 +36,14 @@ class _CoreSettings(BaseSettings):
         description="External PostgreSQL (>= 15, pgvector >= 0.7), e.g. "
         "`postgresql://user:pass@host:5432/ctxpack`. Unset: the embedded Postgres is used.",
     )
+    read_database_url: str | None = Field(
+        None,
+        description="A streaming replica of the database (a hot standby), e.g. "
+        "`postgresql://user:pass@replica:5432/ctxpack`: context packs and memory lists read "
+        "there (their audit rows, keys and rate limits stay on the primary); a request with "
+        "`X-Ctxpack-Consistency: primary` reads the primary instead. Unset: every read goes "
+        "to the primary.",
+    )
     data_dir: Path = Field(
         default_factory=default_data_dir,
         description="Where the embedded Postgres keeps its data (`pgdata/` inside).",
@@ -144,10 +152,24 @@ class _CoreSettings(BaseSettings):
 
     # --- limits, audit, observability -----------------------------------------------------
     max_body_bytes: int = Field(4 * 1024 * 1024, description="Largest accepted request body.")
+    max_scanned_bytes: int = Field(
+        1024 * 1024,
+        description="Most text one write call has redacted (UTF-8 bytes): a batch's items "
+        "together (content, name, source, url, metadata as JSON), an artifact's body as compact "
+        "JSON. Above it: 413 payload_too_large naming the field, before any scan (redaction "
+        "costs about 1 s of CPU per MB at worst).",
+    )
     rate_limit_per_minute: int = Field(
         6000, description="Requests per minute allowed per API key (0 disables)."
     )
     rate_limit_burst: int = Field(200, description="Requests a key may burst above the rate.")
+    rate_limit_backend: Literal["postgres", "memory"] = Field(
+        "postgres",
+        description="Where the rate limit's token buckets live. `postgres`: one row per key "
+        "in the database (one UPSERT per call), shared by every `serve` process on it, so N "
+        "processes together allow what one allows. `memory`: in each process (no round "
+        "trip; N processes allow N times the rate).",
+    )
     audit_retention_days: int = Field(
         90, description="Default days audit rows are kept (orgs may override)."
     )
