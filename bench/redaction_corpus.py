@@ -825,4 +825,6 @@ def adversarial_inputs(size: int = ADVERSARIAL_CHARS) -> dict[str, str]:
         "recovery_codes": fill("ab12 ", head="recovery codes: "),
         "recovery_words": fill("backup codes "),
         "iban_groups": fill("DE89 3704 "),
+        "blank_table_rows": fill("alice  hunter22\n", head="USER  PASSWORD\n"),
+        "blank_table_headers": fill("PASSWORD  X\n"),
     }

@@ -423,6 +423,15 @@ def secret_samples() -> list[DevSample]:
         *pwds,
     )
 
+    blank = [g.pw() for _ in range(2)]
+    add(
+        "table",
+        "NAME      USER    PASSWORD        HOST\n"
+        f"prod-db   admin   {blank[0]}    10.0.0.4\n"
+        f"stage-db  app     {blank[1]}    10.0.0.5",
+        *blank,
+    )
+
     # -- .env names.
     for name, value in (
         ("ATM_PIN", str(g.r.randrange(1000, 9999))),
@@ -838,6 +847,12 @@ def ordinary_samples() -> list[DevSample]:
         "2024-03-01",
     )
     add("tables", "id,has_password,token_count\n1,true,512\n2,false,77", "512")
+    add(
+        "tables",
+        "NAME    READY   STATUS    RESTARTS   AGE\nweb-1   1/1     Running   0          3d\n\n"
+        "Keep the password  out of notes.\nAlways  rotate it after  the demo.",
+        "Always  rotate it after  the demo.",
+    )
     add(
         "code",
         'password = os.environ["DB_PASSWORD"]\ntoken = get_token(scope="read")\nauth = None',

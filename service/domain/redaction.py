@@ -2089,6 +2089,16 @@ def _cells(text: str, start: int, end: int, delim: str) -> list[tuple[int, int]]
         pos += 1
 
 
+# Columns aligned with blanks (``kubectl``, ``docker ps``, psql without borders, a pasted
+# report): cells are runs of text separated by two or more blanks or a tab.
+_SPACED_CELL_RE = re.compile(r"[^ \t\r\n](?:[^ \t\r\n]| (?=[^ \t\r\n]))*")
+_SPACED_HEADER_CELL_RE = re.compile(r"[\w\-./#()%]{1,40}")
+
+
+def _spaced_cells(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    return [m.span() for m in _SPACED_CELL_RE.finditer(text, start, end)]
+
+
 def _find_table_columns(text: str) -> Iterable[tuple[int, int, str]]:
     """A header row (a line with a tab, ``|``, ``;`` or ``,`` between cells) with a cell
     that names a secret (``password``, ``PIN``, ``api_token``...: see _label_for_key); the
@@ -2103,10 +2113,17 @@ def _find_table_columns(text: str) -> Iterable[tuple[int, int, str]]:
         line_end = text.find("\n", km.end())
         line_end = len(text) if line_end < 0 else line_end
         done = line_end
-        delim = next((d for d in _TABLE_DELIMITERS if d in text[line_start:line_end]), None)
+        line = text[line_start:line_end]
+        delim = next((d for d in _TABLE_DELIMITERS if d in line), None)
         if delim is None:
-            continue
-        header = _cells(text, line_start, line_end, delim)
+            if "  " not in line:
+                continue
+            # Blank-aligned: every header cell one short word, the named one a single word.
+            header = _spaced_cells(text, line_start, line_end)
+            if not all(_SPACED_HEADER_CELL_RE.fullmatch(text, a, b) for a, b in header):
+                continue
+        else:
+            header = _cells(text, line_start, line_end, delim)
         columns = [
             (i, label, text[a:b])
             for i, (a, b) in enumerate(header)
@@ -2128,9 +2145,12 @@ def _find_table_columns(text: str) -> Iterable[tuple[int, int, str]]:
             if set(row) <= _TABLE_RULE_CHARS:  # a markdown or psql rule line
                 pos = row_end + 1
                 continue
-            if delim not in row:
+            if delim is None:
+                cells = _spaced_cells(text, pos, row_end)
+            elif delim not in row:
                 break
-            cells = _cells(text, pos, row_end, delim)
+            else:
+                cells = _cells(text, pos, row_end, delim)
             if len(cells) != len(header):
                 break
             for i, label, key in columns:

@@ -199,6 +199,16 @@ def test_columns_are_read_as_columns() -> None:
     assert REDACTOR.redact(keep).counts == {}
 
 
+def test_blank_aligned_columns_are_read_as_columns() -> None:
+    text = "NAME     USER   PASSWORD     HOST\nprod-db  admin  Falcon!42xy  10.0.0.4\n"
+    assert REDACTOR.redact(text).text == (
+        "NAME     USER   PASSWORD     HOST\nprod-db  admin  [PASSWORD:REDACTED]  10.0.0.4\n"
+    )
+    # A sentence with two blanks in it is no header: its words are not one-word cells.
+    prose = "Keep the password  out of notes.\nAlways  rotate it after  the demo."
+    assert REDACTOR.redact(prose).counts == {}
+
+
 @pytest.mark.parametrize(
     "text",
     ["backup codes: 10 left", "the backup key 2048 bits", "recovery codes are in 1Password",
