@@ -7,15 +7,29 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from service.api.deps import CallerDep, EmbedderDep, SessionDep, audited
+from service.api.deps import (
+    CallerDep,
+    EmbedderDep,
+    PackSessionDep,
+    SessionDep,
+    StateDep,
+    audited,
+)
+from service.domain import assemble as assemble_service
 from service.domain import tool_results as tool_result_service
 from service.domain.audit import AuditAction, AuditContext
+from service.schemas.assemble import AssembleRequest, AssembleResponse
 from service.schemas.common import ErrorResponse
 from service.schemas.tool_results import ToolResultRequest, ToolResultResponse
 
 ERRORS = {
     401: {"model": ErrorResponse, "description": "Missing or bad API key"},
-    403: {"model": ErrorResponse, "description": "The key has no read scope"},
+    403: {
+        "model": ErrorResponse,
+        "description": "The key has no read scope, or (assemble) "
+        "the memory or task state lies outside its reach",
+    },
+    404: {"model": ErrorResponse, "description": "(assemble) A task-state artifact is not found"},
     413: {"model": ErrorResponse, "description": "The body is over the server's body limit"},
     422: {"model": ErrorResponse, "description": "Invalid input; `field` names it"},
 }
@@ -40,3 +54,26 @@ async def tool_result(
     before and after, what was cut, the redactions by label (never the value) and the
     `audit_id`. The audit row keeps sizes, counts and labels, never the content."""
     return await tool_result_service.envelope_call(session, embedder, caller, ctx, body)
+
+
+@router.post("/assemble", response_model=AssembleResponse)
+async def assemble(
+    body: AssembleRequest,
+    session: PackSessionDep,
+    embedder: EmbedderDep,
+    state: StateDep,
+    caller: CallerDep,
+    ctx: Annotated[AuditContext, Depends(audited(AuditAction.ASSEMBLE))],
+) -> AssembleResponse:
+    """Build the messages of one model call within `budget_tokens`, in OpenAI chat format:
+    the system prompt, the conversation so far, the user message, the context pack
+    (`memory`: goal and namespace as POST /v1/context takes them), the task state (artifact
+    ids and declared fields) and the tool results (each through the envelope of POST
+    /v1/tool-results), each tool message right after the assistant message that called it.
+
+    Over budget, the least valuable layer is cut first (`cut_order`: history, oldest turns
+    first; memory; task state; tool results, trimmed and never dropped). The system prompt
+    and the user message are never cut (422 when they alone exceed the budget) but are
+    redacted like everything else. Returns the messages and a budget report: tokens per
+    layer, utilisation, and what was dropped or trimmed and why."""
+    return await assemble_service.assemble(session, embedder, state.settings, caller, ctx, body)
