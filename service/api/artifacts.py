@@ -8,7 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, status
 
-from service.api.deps import CallerDep, EmbedderDep, SessionDep, audited
+from service.api.deps import CallerDep, EmbedderDep, SessionDep, StateDep, audited
 from service.domain import artifacts as artifact_service
 from service.domain.audit import AuditAction, AuditContext
 from service.schemas.artifacts import (
@@ -40,6 +40,7 @@ async def create_artifact(
     embedder: EmbedderDep,
     caller: CallerDep,
     ctx: AuditDep,
+    state: StateDep,
 ) -> ArtifactCreated:
     """Store a JSON artifact (an object or a list) in a namespace.
 
@@ -47,7 +48,9 @@ async def create_artifact(
     body; fetch what you need with GET /v1/artifacts/{artifact_id}?fields=a,b. Returns the
     id, the summary (derived from the shape when you send none), the body's size and its
     top-level keys. Secrets and PII are redacted before storing."""
-    return await artifact_service.store_artifact(session, embedder, caller, ctx, body)
+    return await artifact_service.store_artifact(
+        session, embedder, caller, ctx, body, state.settings.max_scanned_bytes
+    )
 
 
 @router.get("/artifacts/{artifact_id}", response_model=ArtifactFields)

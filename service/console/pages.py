@@ -365,8 +365,16 @@ async def memory(request: Request, memory_id: str) -> Response:
     return _page(request, console, "memory.html", m=item, chain=chain, trail=trail)
 
 
+def _newlines(text: str) -> str:
+    """``text`` with CRLF and lone CR line ends as LF: a browser sends a textarea's lines
+    with CRLF whatever the stored text had."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def _content_sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    """The edit form's fingerprint of a memory's content, line ends aside: content that
+    comes back with only its line ends changed is unchanged, and is not written."""
+    return hashlib.sha256(_newlines(text).encode()).hexdigest()
 
 
 @router.get("/memories/{memory_id}/edit", response_class=HTMLResponse)
@@ -397,7 +405,7 @@ async def edit(request: Request, memory_id: str) -> Response:
     form = await _form(request, console)
     mid = _uuid(memory_id)
     changes: dict[str, Any] = {}
-    content = form.get("content", "").replace("\r\n", "\n")
+    content = _newlines(form.get("content", ""))
     if _content_sha(content) != form.get("content_sha"):
         changes["content"] = content
     for field in ("name", "type", "url", "source"):

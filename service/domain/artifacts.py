@@ -31,7 +31,7 @@ from service.domain.memories import erase_memory
 from service.domain.namespaces import parse_namespace
 from service.domain.redaction_fields import check_identifiers, redact_fields
 from service.embedding import AsyncEmbedder
-from service.errors import InvalidInput, NotFound
+from service.errors import InvalidInput, NotFound, PayloadTooLarge
 from service.schemas.artifacts import (
     ArtifactCreate,
     ArtifactCreated,
@@ -74,6 +74,12 @@ def derive_summary(name: str, body: dict[str, Any] | list[Any], keys: list[str],
     return f"{name}: {shape}{': ' + shown if shown else ''} ({size} bytes)."
 
 
+def memory_hash(artifact_id: uuid.UUID) -> str:
+    """The ``content_hash`` of an artifact's memory: its artifact's id, not its summary (two
+    artifacts with one summary are two memories)."""
+    return hashlib.sha256(f"artifact:{artifact_id}".encode()).hexdigest()
+
+
 def compact_size(body: Any) -> int:
     return len(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
 
@@ -84,6 +90,7 @@ async def store_artifact(
     caller: Caller,
     ctx: AuditContext,
     req: ArtifactCreate,
+    max_scanned_bytes: int,
 ) -> ArtifactCreated:
     """Store a JSON artifact and the memory that references it; audit the call.
 
@@ -93,6 +100,7 @@ async def store_artifact(
 
     Raises:
         PermissionDenied: no write scope, or namespace/project outside the key's reach.
+        PayloadTooLarge: a body over ``max_scanned_bytes`` as compact JSON (413).
     """
     caller.require("write")
     ctx.namespace = req.namespace
@@ -101,9 +109,18 @@ async def store_artifact(
     check_identifiers({"project": req.project})
     caller.check_write_project(req.project)
 
-    values, counts = await asyncio.to_thread(
-        redact_fields, {"name": req.name, "summary": req.summary, "body": req.body}
-    )
+    def redact() -> tuple[dict[str, Any], dict[str, int]]:
+        # Bounded before any scan: the body's compact JSON at most ``max_scanned_bytes``.
+        sent = compact_size(req.body)
+        if sent > max_scanned_bytes:
+            raise PayloadTooLarge(
+                f"body: {sent} bytes as compact JSON; an artifact holds at most "
+                f"{max_scanned_bytes}",
+                field="body",
+            )
+        return redact_fields({"name": req.name, "summary": req.summary, "body": req.body})
+
+    values, counts = await asyncio.to_thread(redact)
     name: str = values["name"]
     body = values["body"]
     if not isinstance(body, dict | list):  # pragma: no cover - redact_json keeps the shape
@@ -132,7 +149,7 @@ async def store_artifact(
         project=req.project,
         embedding=embedding,
         # Unique per artifact: two artifacts with the same summary are still two memories.
-        content_hash=hashlib.sha256(f"artifact:{artifact_id}".encode()).hexdigest(),
+        content_hash=memory_hash(artifact_id),
         metadata={"artifact_id": str(artifact_id), "schema_keys": keys[:50], "size_bytes": size},
     )
     audit_id = await audit_service.record(

@@ -361,23 +361,29 @@ async def compile_context(
     ranked: RankedPack = await repo.rank(scope, plan, scope_rows)
 
     builder = PackBuilder(req, query, embedder.count_tokens)
-    items = [builder.item(row) for row in ranked.rows]
-    sections = builder.sections(items)
-    if items:
-        rendered = render_pack(
-            req.goal,
-            req.intent,
-            req.layer,
-            sections,
+    goal: str = req.goal
+
+    def build() -> tuple[list[ContextSection], RenderedPack]:
+        items = [builder.item(row) for row in ranked.rows]
+        sections = builder.sections(items)
+        if items:
+            return sections, render_pack(
+                req.goal,
+                req.intent,
+                req.layer,
+                sections,
+                req.markdown_token_budget,
+                embedder.count_tokens,
+            )
+        return sections, fit_empty(
+            render_empty(goal, req.intent, req.layer, ranked.gated_out),
             req.markdown_token_budget,
             embedder.count_tokens,
         )
-    else:
-        rendered = fit_empty(
-            render_empty(req.goal, req.intent, req.layer, ranked.gated_out),
-            req.markdown_token_budget,
-            embedder.count_tokens,
-        )
+
+    # Tokenizing and rendering a pack of large items is CPU work on request data: a worker
+    # thread, never the event loop (50 items of 8 KB held /readyz for 0.45 s).
+    sections, rendered = await asyncio.to_thread(build)
     ordered = [item for section in sections for item in section.items]
     return await _finish(
         session,
@@ -417,24 +423,27 @@ async def _compile_wake(
         limit=limit,
     )
     builder = PackBuilder(req, query, embedder.count_tokens)
-    picked = [builder.wake_item(row, result.goal_used) for row in result.selection.rows]
-    sections = builder.sections(picked)
-    if picked:
-        rendered = render_pack(
-            req.goal,
-            req.intent,
-            req.layer,
-            sections,
-            req.markdown_token_budget,
-            embedder.count_tokens,
-            ranked=[item.id for item in picked],
-        )
-    else:
-        rendered = fit_empty(
+
+    def build() -> tuple[list[ContextSection], RenderedPack]:
+        picked = [builder.wake_item(row, result.goal_used) for row in result.selection.rows]
+        sections = builder.sections(picked)
+        if picked:
+            return sections, render_pack(
+                req.goal,
+                req.intent,
+                req.layer,
+                sections,
+                req.markdown_token_budget,
+                embedder.count_tokens,
+                ranked=[item.id for item in picked],
+            )
+        return sections, fit_empty(
             render_empty_wake(req.goal, req.intent, result.selection.in_scope),
             req.markdown_token_budget,
             embedder.count_tokens,
         )
+
+    sections, rendered = await asyncio.to_thread(build)  # off the loop, as _compile's
     return await _finish(
         session,
         ctx,
@@ -452,7 +461,7 @@ async def _compile_wake(
                 "goal_used": result.goal_used,
             },
         },
-        usage_hint=builder.wake_hint(len(picked), result, rendered),
+        usage_hint=builder.wake_hint(len(result.selection.rows), result, rendered),
     )
 
 

@@ -12,8 +12,10 @@ Rules:
   erased memory had superseded become current again.
 - The audit trail keeps only ids: every row naming an erased memory has the memory's names,
   current and former (which may be derived from its content), replaced by ``[erased]``
-  wherever it holds them as a whole string, as a single delete does; the goals of the calls
-  made at the subtree (free text about the user) become ``[erased]`` too. The erase itself
+  wherever it holds them as a whole string, as a single delete does; the free text the calls
+  made at the subtree recorded (``FREE_TEXT``: goals, domains, tag filters, keys, including
+  those of lookups that found nothing and of rejected or conflicting writes, names of
+  rejected writes, artifact field names) becomes ``[erased]`` too, whatever the outcome. The erase itself
   is audited (action ``erase``) with the erased ids and the counts.
 - The answer is a receipt: counts per kind, the time, the audit id.
 """
@@ -36,6 +38,9 @@ from service.errors import PermissionDenied
 from service.schemas.lifecycle import ErasedCounts, EraseReceipt
 from service.store.lifecycle import LifecycleRepository
 from service.store.revocations import notify_revocation
+
+FREE_TEXT = ("goal", "domain", "tag", "key", "name", "fields")
+"""The ``request`` fields of an audit row that hold the caller's words, not ids or counts."""
 
 
 def _scrub(value: Any, names: frozenset[str]) -> tuple[Any, bool]:
@@ -134,9 +139,9 @@ async def erase_namespace(
     ids = [mid for mid, _ in doomed]
     relations = await repo.count_relations(caller.org_id, ids)
     scrubbed = await scrub_trail(session, caller.org_id, ids, [name for _, name in doomed])
-    scrubbed += await repo.erase_goals(caller.org_id, namespace, ERASED)
     await repo.unsupersede(caller.org_id, ids)
     artifacts = await repo.delete_artifacts(caller.org_id, namespace, ids)
+    scrubbed += await repo.erase_free_text(caller.org_id, namespace, artifacts, FREE_TEXT, ERASED)
     memories = await repo.delete_memories(caller.org_id, ids)
     key_hashes = await repo.delete_keys_within(caller.org_id, namespace)
     for key_hash in key_hashes:
@@ -144,7 +149,7 @@ async def erase_namespace(
     counts = ErasedCounts(
         memories=memories,
         relations=relations,
-        artifacts=artifacts,
+        artifacts=len(artifacts),
         keys=len(key_hashes),
         audit_rows_scrubbed=scrubbed,
     )

@@ -108,6 +108,8 @@ async def _purge(
         ids = [mid for mid, _, _ in items]
         await scrub_trail(session, org_id, ids, [name for _, _, name in items])
         await repo.unsupersede(org_id, ids)
+        # What erasure removes, expiry removes: an expired artifact memory takes its body.
+        artifacts = await repo.delete_artifacts_of(org_id, ids)
         deleted = await repo.delete_memories(org_id, ids)
         namespaces = sorted({ns for _, ns, _ in items})
         await AuditRepository(session).add(
@@ -119,7 +121,7 @@ async def _purge(
             outcome="purged",
             status_code=200,
             memory_ids=ids,
-            details={"purged": deleted},
+            details={"purged": deleted, "artifacts": artifacts},
             latency_ms=0.0,
         )
         counts[org_id] = deleted

@@ -36,6 +36,7 @@ are CPU work on text: they run in a worker thread, never on the event loop.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -61,7 +62,7 @@ from service.domain.write_pipeline import content_hash as content_hash
 from service.domain.write_pipeline import gate_config as gate_config
 from service.domain.write_pipeline import normalize as normalize
 from service.embedding import AsyncEmbedder
-from service.errors import Conflict, GateRejected, InvalidInput
+from service.errors import Conflict, GateRejected, InvalidInput, PayloadTooLarge
 from service.schemas.memories import (
     BatchItemResult,
     GateReasonOut,
@@ -349,7 +350,30 @@ async def _store(
             session, embedder, settings, caller, [i for i in accepted if i.request.key is not None]
         )
     )
+    await _keep_duplicates_alive(MemoryRepository(session), caller, accepted, outcome)
     return outcome
+
+
+def _later(a: datetime | None, b: datetime | None) -> datetime | None:
+    """The later of two expiries, None (never) being later than any instant."""
+    return None if a is None or b is None else max(a, b)
+
+
+async def _keep_duplicates_alive(
+    repo: MemoryRepository, caller: Caller, items: list[_Prepared], outcome: dict[int, Outcome]
+) -> None:
+    """A write answered ``duplicate`` promises its own life: the copy it names lives as long
+    as the longer of the two (a write without a TTL makes a copy with one permanent), and
+    the answer's ``expires_at`` is the copy's, as stored. Sets each duplicate item's
+    ``expires_at`` to what the store keeps."""
+    wanted: dict[uuid.UUID, datetime | None] = {}
+    duplicates = [i for i in items if i.index in outcome and outcome[i.index][0] == "duplicate"]
+    for i in duplicates:
+        copy = outcome[i.index][1]
+        wanted[copy] = _later(wanted[copy], i.expires_at) if copy in wanted else i.expires_at
+    stored = await repo.extend_life(caller.org_id, wanted)
+    for i in duplicates:
+        i.expires_at = stored.get(outcome[i.index][1])
 
 
 async def _embed_and_probe(
@@ -596,6 +620,27 @@ async def _store_plain(
     return outcome
 
 
+def scanned_bytes(req: RememberRequest) -> int:
+    """The text of one write the redactor would scan, in UTF-8 bytes (an item over the gate's
+    size is refused before any scan, but its bytes still count: they were sent)."""
+    texts = (req.content, req.name, req.source, req.url, req.domain, req.origin, *req.tags)
+    size = sum(len(t.encode()) for t in texts if t)
+    if req.metadata:
+        size += len(json.dumps(req.metadata, default=str).encode())
+    return size
+
+
+def check_scanned_bytes(size: int, settings: Settings, field_name: str) -> None:
+    """413 when one call would have more than ``max_scanned_bytes`` of text redacted: the
+    redactor's worst case is about a second of CPU per MB, so a call's text is bounded."""
+    if size > settings.max_scanned_bytes:
+        raise PayloadTooLarge(
+            f"{field_name}: {size} bytes of text to scan; at most {settings.max_scanned_bytes} "
+            "per call (split the batch)",
+            field=field_name,
+        )
+
+
 def _check_batch_keys(items: list[_Prepared]) -> None:
     """422 when a batch names one key twice in a namespace, or stores one content under two
     keys: which should win is the caller's to say."""
@@ -674,7 +719,7 @@ async def remember(
         near_duplicates=dups,
         warnings=item.warnings,
         audit_id=audit_id,
-        expires_at=item.expires_at if status == "created" else None,
+        expires_at=item.expires_at,
         key=req.key,
         superseded_id=superseded,
     )
@@ -696,9 +741,12 @@ async def remember_batch(
     if len(req.items) > settings.max_batch_items:
         raise InvalidInput("items", f"{len(req.items)} items; at most {settings.max_batch_items} per batch")
     pipeline = WritePipeline.for_settings(settings)
-    items = await asyncio.to_thread(
-        lambda: [_prepare(i, r, caller, settings, pipeline, f"items.{i}.") for i, r in enumerate(req.items)]
-    )
+
+    def prepare_all() -> list[_Prepared]:
+        check_scanned_bytes(sum(scanned_bytes(r) for r in req.items), settings, "items")
+        return [_prepare(i, r, caller, settings, pipeline, f"items.{i}.") for i, r in enumerate(req.items)]
+
+    items = await asyncio.to_thread(prepare_all)
     _check_batch_keys(items)
     written_in = {i.request.namespace for i in items}
     ctx.namespace = next(iter(written_in)) if len(written_in) == 1 else None
@@ -724,7 +772,7 @@ async def remember_batch(
                 superseded_id=superseded,
                 redactions=item.redaction_list,
                 near_duplicates=dups,
-                expires_at=item.expires_at if status == "created" else None,
+                expires_at=item.expires_at,
             )
         )
     counts = {

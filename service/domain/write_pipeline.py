@@ -38,6 +38,7 @@ from service.domain.redaction import PLACEHOLDER_RE, REDACTOR, Redactor
 from service.domain.redaction_fields import redact_fields
 from service.domain.write_gate import HINTS, GateConfig, GateReason, GateVerdict, WriteGate
 from service.errors import InvalidInput
+from service.schemas.common import non_finite_path
 
 _WS = re.compile(r"\s+")
 
@@ -74,7 +75,12 @@ def _json_depth(value: Any, depth: int = 0) -> int:
 
 
 def check_metadata(metadata: dict[str, Any], settings: Settings, field_name: str) -> None:
-    """422 unless metadata is within the configured size and nesting depth."""
+    """422 unless metadata is finite JSON within the configured size and nesting depth."""
+    where = non_finite_path(metadata)
+    if where is not None:
+        raise InvalidInput(
+            field_name, f"non-finite number (NaN or Infinity) at {where!r}: not JSON"
+        )
     depth = _json_depth(metadata)
     if depth > settings.max_metadata_depth:
         raise InvalidInput(

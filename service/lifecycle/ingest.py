@@ -438,6 +438,8 @@ class IngestSummary:
     duplicate: int = 0
     without_key: int = 0  # a turn whose text another turn's key holds: sent without its key
     rejected: Counter[str] = field(default_factory=Counter)
+    # Turns the server refused as input (``invalid_<field>``): skipped and counted.
+    invalid: Counter[str] = field(default_factory=Counter)
     resumed: int = 0  # already done in an earlier run (from the resume file)
     interrupted: bool = False
     seconds: float = 0.0
@@ -451,6 +453,8 @@ class IngestSummary:
             "without_key": self.without_key,
             "rejected": sum(self.rejected.values()),
             "rejected_by_reason": dict(sorted(self.rejected.items())),
+            "invalid": sum(self.invalid.values()),
+            "invalid_by_field": dict(sorted(self.invalid.items())),
             "skipped_already_done": self.resumed,
             "interrupted": self.interrupted,
             "seconds": round(self.seconds, 1),
@@ -466,6 +470,10 @@ class IngestSummary:
             lines.append(f"  without a key (text held by another turn's key): {self.without_key}")
         for reason, n in sorted(self.rejected.items(), key=lambda kv: -kv[1]):
             lines.append(f"  rejected {reason}: {n}")
+        if self.invalid:
+            lines.append(f"skipped as invalid input: {sum(self.invalid.values())}")
+        for reason, n in sorted(self.invalid.items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {reason}: {n}")
         if self.interrupted:
             lines.append("interrupted: run the same command again to resume")
         return "\n".join(lines)
@@ -523,7 +531,14 @@ def fingerprint(item: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(item, sort_keys=True).encode()).hexdigest()[:16]
 
 
-_ITEM_FIELD = re.compile(r"^items\.(\d+)\.content$")
+_ITEM_FIELD = re.compile(r"^items\.(\d+)\.(.+)$")
+
+
+def invalid_result(field_name: str) -> dict[str, Any]:
+    """The outcome of a turn the server refused as input (a time past year 9999, a session
+    name holding a secret): skipped, counted under ``invalid_<field>``, never sent again for
+    the same item (the resume file records it), and the run goes on."""
+    return {"status": "invalid", "reasons": [{"code": f"invalid_{field_name}"}]}
 
 
 async def send_keyed(
@@ -537,28 +552,47 @@ async def send_keyed(
     naming ``items.<n>.content``: two turns that said the same words. That item is taken out
     and the rest sent again (the refusal stored nothing); the items taken out are then sent
     without their key, where each is an exact duplicate of the memory holding its text, as
-    every turn was before keys. A refusal naming no keyed item is raised."""
+    every turn was before keys. Any other 422 naming one item (``items.<n>.<field>``) takes
+    that item out as ``invalid`` (``invalid_result``): one bad turn never stops a run. A
+    batch over the server's text bound (413) is sent in halves. A refusal naming no item is
+    raised."""
     pending = list(range(len(items)))
-    deferred: list[int] = []
+    deferred: list[int] = []  # to send again without their key
+    unkeyed: set[int] = set()  # sent without their key (here or in a half)
     results: dict[int, dict[str, Any]] = {}
     while pending:
         try:
             sent = await target.send([items[i] for i in pending])
         except CtxpackError as exc:
+            if exc.code == "payload_too_large" and len(pending) > 1:
+                half = len(pending) // 2
+                for part in (pending[:half], pending[half:]):
+                    out, bare = await send_keyed(target, [items[i] for i in part])
+                    results.update(zip(part, out, strict=True))
+                    unkeyed.update(part[i] for i in bare)
+                break
             where = _ITEM_FIELD.match(str(exc.details.get("field", "")))
             if exc.code not in ("conflict", "validation_error") or where is None:
                 raise
             position = int(where.group(1))
-            if position >= len(pending) or "key" not in items[pending[position]]:
+            if position >= len(pending):
                 raise
-            deferred.append(pending.pop(position))
+            index = pending.pop(position)
+            if where.group(2) == "content" and "key" in items[index]:
+                deferred.append(index)
+            elif exc.code == "validation_error":
+                results[index] = invalid_result(where.group(2))
+            else:
+                raise
             continue
         results.update(zip(pending, sent, strict=True))
         break
     if deferred:
         bare = [{k: v for k, v in items[i].items() if k != "key"} for i in deferred]
-        results.update(zip(deferred, await target.send(bare), strict=True))
-    return [results[i] for i in range(len(items))], set(deferred)
+        out, _ = await send_keyed(target, bare)
+        results.update(zip(deferred, out, strict=True))
+        unkeyed.update(deferred)
+    return [results[i] for i in range(len(items))], unkeyed
 
 
 def _phases(turns: list[Turn], links: bool) -> list[list[Turn]]:
@@ -604,16 +638,39 @@ async def ingest(
             seen.add(t.external_id)
             unique.append(t)
     neighbours = _neighbours(unique) if links else {}
-    prints = {t.external_id: fingerprint(item_of(t, mapping, fmt)) for t in unique}
+    # The namespace template itself must be valid (a usage error stops the run); a turn
+    # whose own data makes its item invalid (a session name holding a secret) is skipped.
+    namespace_of(Turn("template", ""), Mapping(mapping.namespace, sessions="metadata"))
+    built: dict[str, dict[str, Any]] = {}
+    refused: dict[str, str] = {}
+    for t in unique:
+        try:
+            built[t.external_id] = item_of(t, mapping, fmt)
+        except InvalidInput as exc:
+            refused[t.external_id] = str(exc.details.get("field") or "turn")
+    prints = {
+        x: fingerprint(built[x]) if x in built else fingerprint({"x": x, "invalid": refused[x]})
+        for x in (t.external_id for t in unique)
+    }
     todo = [t for t in unique if not checkpoint.is_done(t.external_id, prints[t.external_id])]
     summary.resumed = len(unique) - len(todo)
+    skipped = [t for t in todo if t.external_id in refused]
+    if skipped:
+        for t in skipped:
+            summary.invalid.update(invalid_result(refused[t.external_id])["reasons"][0].values())
+        checkpoint.record(
+            [{"x": t.external_id, "s": "invalid", "id": None,
+              "r": [f"invalid_{refused[t.external_id]}"], "h": prints[t.external_id]}
+             for t in skipped]
+        )
+        todo = [t for t in todo if t.external_id not in refused]
     if progress is not None:
         progress.set_total(len(todo))
     try:
         for phase in _phases(todo, links):
             for start in range(0, len(phase), batch_size):
                 chunk = phase[start : start + batch_size]
-                items = [item_of(t, mapping, fmt) for t in chunk]
+                items = [dict(built[t.external_id]) for t in chunk]
                 if links:
                     for t, item in zip(chunk, items, strict=True):
                         if t.position % 2 == 0:
@@ -640,6 +697,8 @@ async def ingest(
                         summary.updated += 1
                     elif status == "duplicate":
                         summary.duplicate += 1
+                    elif status == "invalid":
+                        summary.invalid.update(reasons)
                     else:
                         summary.rejected.update(reasons or ["rejected"])
                 checkpoint.record(rows)

@@ -37,11 +37,18 @@ Import rules:
   redaction changed nothing); otherwise the memory is embedded again.
 - Ids, times (created, updated, valid, expires), relations and supersession are kept.
   Relations and supersession go in a second pass over the file, once every memory is in.
+- Nothing the service derives is taken from the file: content hashes (an artifact memory's
+  from its artifact's id), an artifact's schema keys and size (from its redacted body), every
+  text redacted. What remember refuses, import refuses: a time the database cannot give back
+  (past year 9999 in UTC), a relation label or project that is not a slug or holds a secret,
+  a non-finite number, a vector of the wrong size. The whole file is checked first
+  (``check_file``): a bad line anywhere writes nothing.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -53,14 +60,18 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from service.config import Settings
+from service.domain.artifacts import compact_size, memory_hash, schema_keys
 from service.domain.auth import Caller
 from service.domain.namespaces import parse_namespace
 from service.domain.redaction import REDACTOR as _REDACTOR
+from service.domain.redaction_fields import check_identifiers
 from service.domain.remember import _prepare, document_text
 from service.errors import CtxpackError, InvalidInput
 from service.lifecycle.local import LocalResources, model_id, operator
 from service.lifecycle.progress import Progress
-from service.schemas.memories import RememberRequest
+from service.schemas.artifacts import SLUG
+from service.schemas.common import non_finite_path
+from service.schemas.memories import RememberRequest, storable_time
 from service.store.audit import AuditRepository
 from service.store.keys import KeyRepository
 from service.store.lifecycle import LifecycleRepository
@@ -264,19 +275,54 @@ def _check_time(number: int, obj: dict[str, Any], name: str) -> None:
     if value is None:
         return
     try:
-        datetime.fromisoformat(value)
-    except (TypeError, ValueError):
-        raise _refuse(number, f"{name} is not an ISO 8601 time") from None
+        storable_time(datetime.fromisoformat(value))
+    except (TypeError, ValueError) as exc:
+        what = str(exc) if "9999" in str(exc) else "not an ISO 8601 time"
+        raise _refuse(number, f"{name} is {what}") from None
 
 
-def _check_line(number: int, obj: dict[str, Any]) -> None:
-    """Refuse, naming the line, what import could not read back as it is."""
+_SLUG = re.compile(SLUG)
+_LABEL = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+def _check_slug(number: int, value: Any, name: str, pattern: re.Pattern[str]) -> None:
+    """A label or project as remember takes it: the schema's pattern, and no secret."""
+    if value is None:
+        return
+    if not isinstance(value, str) or not pattern.match(value):
+        raise _refuse(number, f"{name} is not a valid label ({pattern.pattern})")
+    try:
+        check_identifiers({name: value})
+    except InvalidInput as exc:
+        raise _refuse(number, exc.message) from None
+
+
+def _check_vector(number: int, obj: dict[str, Any], dims: int | None) -> None:
+    vec = obj.get("embedding")
+    if vec is None:
+        return
+    if (
+        not isinstance(vec, list)
+        or (dims is not None and len(vec) != dims)
+        or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in vec)
+        or non_finite_path(vec) is not None
+    ):
+        raise _refuse(number, f"embedding is not a list of {dims or 'the header'}'s finite numbers")
+
+
+def _check_line(number: int, obj: dict[str, Any], dims: int | None = None) -> None:
+    """Refuse, naming the line, what import could not read back as it is, or what remember
+    would refuse."""
     kind = obj.get("kind")
     if kind == "memory":
         _check_uuid(number, obj, "id", required=True)
         _check_uuid(number, obj, "superseded_by")
-        for name in ("created_at", "updated_at", "expires_at"):
+        for name in ("created_at", "updated_at", "expires_at", "valid_at"):
             _check_time(number, obj, name)
+        _check_vector(number, obj, dims)
+        where = non_finite_path(obj.get("metadata"))
+        if where is not None:
+            raise _refuse(number, f"metadata holds a non-finite number at {where!r}")
         relations = obj.get("relations") or []
         if not isinstance(relations, list) or not all(isinstance(r, dict) for r in relations):
             raise _refuse(number, "relations is not a list of objects")
@@ -284,10 +330,18 @@ def _check_line(number: int, obj: dict[str, Any]) -> None:
             _check_uuid(number, rel, "id")
             _check_uuid(number, rel, "target_id")
             _check_time(number, rel, "created_at")
+            _check_slug(number, rel.get("relationship"), "relationship", _LABEL)
     elif kind == "artifact":
         _check_uuid(number, obj, "id", required=True)
         _check_uuid(number, obj, "memory_id")
         _check_time(number, obj, "created_at")
+        _check_slug(number, obj.get("project"), "project", _SLUG)
+        body = obj.get("body")
+        if not isinstance(body, dict | list):
+            raise _refuse(number, "an artifact's body is not a JSON object or list")
+        where = non_finite_path(body)
+        if where is not None:
+            raise _refuse(number, f"body holds a non-finite number at {where!r}")
         namespace = obj.get("namespace")
         if not isinstance(namespace, str):
             raise _refuse(number, "an artifact without a namespace")
@@ -302,7 +356,7 @@ def _check_line(number: int, obj: dict[str, Any]) -> None:
             raise _refuse(number, "schema_keys is not a list of strings")
 
 
-def check_file(path: Path) -> set[uuid.UUID]:
+def check_file(path: Path, dims: int | None = None) -> set[uuid.UUID]:
     """Read the whole file once before anything is written: a line import could not read
     is refused (``InvalidInput``, field ``file``, naming the line), so bad input writes
     nothing. Returns the ids of the keyed memories the file holds as superseded (history): a
@@ -310,7 +364,7 @@ def check_file(path: Path) -> set[uuid.UUID]:
     conflict."""
     replaced: set[uuid.UUID] = set()
     for number, obj in _records(path):
-        _check_line(number, obj)
+        _check_line(number, obj, dims)
         if obj.get("kind") == "memory" and _key(obj) and obj.get("superseded_by"):
             replaced.add(uuid.UUID(obj["id"]))
     return replaced
@@ -415,10 +469,15 @@ async def _import_memories(
 
 
 def _stored_hash(obj: dict[str, Any], item: Any) -> str:
-    """The file's hash when the content came through unchanged (an artifact's memory hashes
-    more than its content); else the write path's."""
-    if item.content == obj.get("content") and isinstance(obj.get("content_hash"), str):
-        return str(obj["content_hash"])
+    """The hash the service derives, never the file's (a forged one would make a later,
+    different remember a "duplicate" of this memory): an artifact's memory hashes its
+    artifact's id, any other memory its redacted content."""
+    artifact_id = item.metadata.get("artifact_id") if item.request.type == "artifact" else None
+    if isinstance(artifact_id, str):
+        try:
+            return memory_hash(uuid.UUID(artifact_id))
+        except ValueError:
+            pass
     return str(item.hash)
 
 
@@ -507,6 +566,7 @@ async def _import_artifacts(
         if aid is None or not isinstance(obj.get("namespace"), str):
             raise InvalidInput("file", f"line {number}: an artifact without id or namespace")
         body, _ = _REDACTOR.redact_json(obj.get("body"))
+        body = body if isinstance(body, dict | list) else {}
         rows.append(
             {
                 "org_id": caller.org_id,
@@ -515,8 +575,9 @@ async def _import_artifacts(
                 "name": _REDACTOR.redact(str(obj.get("name") or "")).text,
                 "summary": _REDACTOR.redact(str(obj.get("summary") or "")).text,
                 "body": body,
-                "size_bytes": int(obj.get("size_bytes") or 0),
-                "schema_keys": list(obj.get("schema_keys") or []),
+                # Derived from the redacted body, as store_artifact derives them.
+                "size_bytes": compact_size(body),
+                "schema_keys": schema_keys(body),
                 "project": obj.get("project"),
                 "memory_id": _uuid(obj.get("memory_id")),
                 "created_at": _time(obj.get("created_at")) or datetime.now(UTC),
@@ -549,7 +610,7 @@ async def import_store(
         and header.get("model") == model_id(settings)
         and header.get("dims") == settings.embedding_dims
     )
-    replaced = check_file(path)
+    replaced = check_file(path, header.get("dims") if keep_vectors else None)
     async with resources.runner.operator_session() as session:
         org_row = await KeyRepository(session).get_or_create_org(org)
     caller = operator(org_row.org_id)

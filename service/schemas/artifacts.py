@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.domain.namespaces import parse_namespace
 from service.errors import InvalidInput
+from service.schemas.common import finite_json
 
 SLUG = r"^[A-Za-z0-9_.\-]{1,128}$"
 
@@ -47,7 +48,7 @@ class ArtifactCreate(BaseModel):
     def _body(cls, value: Any) -> dict[str, Any] | list[Any]:
         if not isinstance(value, dict | list):
             raise ValueError("body must be a JSON object or list")
-        return value
+        return finite_json(value)  # type: ignore[no-any-return]
 
     @field_validator("name", "summary")
     @classmethod

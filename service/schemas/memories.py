@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 import uuid
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -10,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.domain.namespaces import parse_namespace
+from service.schemas.common import finite_json
 
 MemoryType = Literal[
     "decision",
@@ -37,7 +39,7 @@ NAMESPACE_HELP = (
 
 
 KEY_MAX = 256
-_KEY_BAD = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+_KEY_BAD = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def check_key(value: str) -> str:
@@ -46,6 +48,12 @@ def check_key(value: str) -> str:
         raise ValueError("key must not be empty or start or end with whitespace")
     if _KEY_BAD.search(value):
         raise ValueError("key must not contain control characters or lone surrogates")
+    if any(unicodedata.category(ch) == "Cf" for ch in value):
+        # Bidi overrides, zero-width joiners and other format characters make two keys that
+        # look alike differ (and a key shown in a console or a log read backwards).
+        raise ValueError(
+            "key must not contain Unicode format characters (bidi overrides, zero-width)"
+        )
     return value
 
 
@@ -66,7 +74,7 @@ def _check_tags(value: list[str]) -> list[str]:
     return value
 
 
-def _storable_time(value: datetime | None) -> datetime | None:
+def storable_time(value: datetime | None) -> datetime | None:
     """A stored date-time must be one the database can give back: 9999-12-31T23:00-05:00
     is stored as 10000-01-01 UTC, which no read could return (every list and pack holding
     the memory would fail)."""
@@ -147,7 +155,7 @@ class RememberRequest(BaseModel):
     @field_validator("valid_at", "expires_at")
     @classmethod
     def _storable(cls, value: datetime | None) -> datetime | None:
-        return _storable_time(value)
+        return storable_time(value)
 
     @field_validator("key")
     @classmethod
@@ -158,6 +166,11 @@ class RememberRequest(BaseModel):
     @classmethod
     def _tags(cls, value: list[str]) -> list[str]:
         return _check_tags(value)
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return finite_json(value)  # type: ignore[no-any-return]
 
 
 class NearDuplicate(BaseModel):
@@ -292,12 +305,17 @@ class MemoryPatch(BaseModel):
     @field_validator("valid_at", "expires_at")
     @classmethod
     def _storable(cls, value: datetime | None) -> datetime | None:
-        return _storable_time(value)
+        return storable_time(value)
 
     @field_validator("tags")
     @classmethod
     def _tags(cls, value: list[str] | None) -> list[str] | None:
         return None if value is None else _check_tags(value)
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return finite_json(value)  # type: ignore[no-any-return]
 
 
 class DeleteResponse(BaseModel):

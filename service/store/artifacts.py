@@ -87,7 +87,15 @@ class ArtifactRepository:
             key_projects: the key's projects (empty: unlimited); project-less artifacts are
                 visible to every key.
         """
-        where = ["a.org_id = :org", "a.id = :id"]
+        # An artifact lives as long as its memory: one whose memory expired is gone for every
+        # read (the expiry job then deletes its body with the memory).
+        where = [
+            "a.org_id = :org",
+            "a.id = :id",
+            "(a.memory_id IS NULL OR NOT EXISTS (SELECT 1 FROM memories m WHERE m.org_id = "
+            "a.org_id AND m.id = a.memory_id AND m.expires_at IS NOT NULL "
+            "AND m.expires_at <= now()))",
+        ]
         params: dict[str, Any] = {"org": org_id, "id": artifact_id}
         if namespaces is not None:
             where.append("a.namespace = ANY(CAST(:namespaces AS text[]))")

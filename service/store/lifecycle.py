@@ -85,13 +85,25 @@ class LifecycleRepository:
 
     async def delete_artifacts(
         self, org_id: uuid.UUID, namespace: str, memory_ids: Sequence[uuid.UUID]
-    ) -> int:
-        """Artifacts stored in the subtree or attached to one of ``memory_ids``."""
+    ) -> list[uuid.UUID]:
+        """Delete the artifacts stored in the subtree or attached to one of ``memory_ids``;
+        their ids."""
         cond = subtree(Artifact.namespace, namespace)
         if memory_ids:
             cond = or_(cond, Artifact.memory_id.in_(list(memory_ids)))
         result = await self.session.execute(
-            delete(Artifact).where(Artifact.org_id == org_id, cond)
+            delete(Artifact).where(Artifact.org_id == org_id, cond).returning(Artifact.id)
+        )
+        return list(result.scalars())
+
+    async def delete_artifacts_of(self, org_id: uuid.UUID, memory_ids: Sequence[uuid.UUID]) -> int:
+        """Artifacts attached to one of ``memory_ids`` (their bodies with them)."""
+        if not memory_ids:
+            return 0
+        result = await self.session.execute(
+            delete(Artifact).where(
+                Artifact.org_id == org_id, Artifact.memory_id.in_(list(memory_ids))
+            )
         )
         return int(result.rowcount)  # type: ignore[attr-defined]
 
@@ -134,17 +146,47 @@ class LifecycleRepository:
             .values(request=request, details=details)
         )
 
-    async def erase_goals(self, org_id: uuid.UUID, namespace: str, replacement: str) -> int:
-        """Replace the goal (free text about the user) of the calls made at the subtree."""
+    async def erase_free_text(
+        self,
+        org_id: uuid.UUID,
+        namespace: str,
+        artifact_ids: Sequence[uuid.UUID],
+        fields: Sequence[str],
+        replacement: str,
+    ) -> int:
+        """Replace the free text (``fields`` of ``request``: goals, tag filters, keys, names)
+        the calls made at the subtree, or about one of its ``artifact_ids``, recorded,
+        whatever their outcome."""
         stmt = text(
             """
             UPDATE audit_events
-            SET request = jsonb_set(request, '{goal}', to_jsonb(CAST(:repl AS text)))
-            WHERE org_id = :org AND (namespace = :ns OR starts_with(namespace, :under))
-              AND request ? 'goal' AND request->>'goal' IS DISTINCT FROM :repl
+            SET request = (
+                SELECT jsonb_object_agg(e.key, CASE
+                    WHEN e.key <> ALL(CAST(:fields AS text[])) THEN e.value
+                    WHEN jsonb_typeof(e.value) = 'string' THEN to_jsonb(CAST(:repl AS text))
+                    WHEN jsonb_typeof(e.value) = 'array' THEN (
+                        SELECT coalesce(jsonb_agg(to_jsonb(CAST(:repl AS text))), '[]'::jsonb)
+                        FROM jsonb_array_elements(e.value))
+                    ELSE e.value END)
+                FROM jsonb_each(request) AS e)
+            WHERE org_id = :org
+              AND (namespace = :ns OR starts_with(namespace, :under)
+                   OR request->>'artifact_id' = ANY(CAST(:artifacts AS text[])))
+              AND jsonb_typeof(request) = 'object'
+              AND EXISTS (
+                SELECT 1 FROM jsonb_each(request) AS e
+                WHERE e.key = ANY(CAST(:fields AS text[]))
+                  AND (
+                    (jsonb_typeof(e.value) = 'string' AND e.value <> to_jsonb(CAST(:repl AS text)))
+                    OR (jsonb_typeof(e.value) = 'array' AND EXISTS (
+                        SELECT 1 FROM jsonb_array_elements(e.value) AS x
+                        WHERE x <> to_jsonb(CAST(:repl AS text))))))
             """
         )
-        params = {"org": org_id, "ns": namespace, "under": namespace + ":", "repl": replacement}
+        params = {
+            "org": org_id, "ns": namespace, "under": namespace + ":", "repl": replacement,
+            "fields": list(fields), "artifacts": [str(a) for a in artifact_ids],
+        }
         result = await self.session.execute(stmt, params)
         return int(result.rowcount)  # type: ignore[attr-defined]
 

@@ -242,15 +242,25 @@ class MemoryRepository:
     ) -> dict[uuid.UUID, tuple[str | None, str, str | None]]:
         """``{id: (project, namespace, agent_id)}`` for those of ``ids`` within the key's read
         reach (as ``accessible_ids``), so a caller can then check its write reach over them
-        and who reads them."""
+        and who reads them.
+
+        The rows found are locked ``FOR KEY SHARE`` until the caller's transaction ends: a
+        delete or erase racing the write waits for it (the link then cascades away with the
+        target), and one that committed first makes the id unknown here, a clean 422, rather
+        than a foreign-key failure at the link's INSERT."""
         if not ids:
             return {}
-        stmt = select(Memory.id, Memory.project, Memory.namespace, Memory.agent_id).where(
-            Memory.org_id == org_id,
-            Memory.id.in_(list(ids)),
-            namespace_scope(prefixes),
-            project_scope(key_projects),
-            live(),
+        stmt = (
+            select(Memory.id, Memory.project, Memory.namespace, Memory.agent_id)
+            .where(
+                Memory.org_id == org_id,
+                Memory.id.in_(sorted(set(ids))),
+                namespace_scope(prefixes),
+                project_scope(key_projects),
+                live(),
+            )
+            .order_by(Memory.id)
+            .with_for_update(key_share=True, of=Memory)
         )
         rows = (await self.session.execute(stmt)).tuples().all()
         return {mid: (project, namespace, agent_id) for mid, project, namespace, agent_id in rows}
@@ -429,6 +439,32 @@ class MemoryRepository:
                 .where(Memory.org_id == org_id, Memory.id == old)
                 .values(superseded_by=new, updated_at=func.now())
             )
+
+    async def extend_life(
+        self, org_id: uuid.UUID, wanted: dict[uuid.UUID, datetime | None]
+    ) -> dict[uuid.UUID, datetime | None]:
+        """The longer life wins: each memory of ``wanted`` (``{id: expires_at or None for
+        never}``) keeps its expiry or takes the wanted one, whichever is later (None is
+        later than any instant). Returns every one's expiry as stored now."""
+        if not wanted:
+            return {}
+        for memory_id, expires_at in wanted.items():
+            later = (
+                Memory.expires_at.is_not(None)
+                if expires_at is None
+                else Memory.expires_at < expires_at
+            )
+            await self.session.execute(
+                update(Memory)
+                .where(Memory.org_id == org_id, Memory.id == memory_id, later)
+                .values(expires_at=expires_at, updated_at=func.now())
+            )
+        rows = await self.session.execute(
+            select(Memory.id, Memory.expires_at).where(
+                Memory.org_id == org_id, Memory.id.in_(list(wanted))
+            )
+        )
+        return dict(rows.tuples().all())
 
     # --- keyed writes (domain/keyed_writes.py) --------------------------------------------
 

@@ -240,3 +240,37 @@ def test_url_and_key_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert client.config.base_url == "http://example.test:9000"
     assert client.config.headers()["Authorization"] == "Bearer ctx_env"
     assert Client("http://other.test", "ctx_arg").config.api_key == "ctx_arg"
+
+
+@pytest.mark.parametrize("bad", ["../namespaces/alice", "..%2Fnamespaces%2Falice", "x/../../v1/keys", ""])
+async def test_ids_are_checked_before_any_request(bad: str) -> None:
+    """Review 2: ``forget("../namespaces/X")`` erased namespace X (the id went into the URL
+    path unchecked). Every id is now a UUID or a ValidationError naming it, and nothing is
+    sent."""
+    sent: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(str(request.url))
+        return httpx.Response(200, json={})
+
+    client = Client("http://ctxpack.test", "k", http_client=httpx.Client(transport=httpx.MockTransport(handler)))
+    for call, field in [
+        (lambda: client.forget(bad), "memory_id"),
+        (lambda: client.get(bad), "memory_id"),
+        (lambda: client.update(bad, name="x"), "memory_id"),
+        (lambda: client.artifacts.get(bad), "artifact_id"),
+        (lambda: client.artifacts.delete(bad), "artifact_id"),
+        (lambda: client.audit.get(bad), "audit_id"),
+        (lambda: client.audit.replay(bad), "audit_id"),
+    ]:
+        with pytest.raises(ValidationError) as caught:
+            call()
+        assert caught.value.field == field
+    aclient = AsyncClient(
+        "http://ctxpack.test", "k", http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    )
+    with pytest.raises(ValidationError):
+        await aclient.forget(bad)
+    with pytest.raises(ValidationError):
+        await aclient.artifacts.delete(bad)
+    assert sent == []

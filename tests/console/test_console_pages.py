@@ -408,3 +408,34 @@ async def test_a_key_name_or_project_holding_a_secret_is_refused(
     with pytest.raises(InvalidInput):  # the CLI's path too
         async with app.state.ctx.sessionmaker() as session:
             await key_service.create_key(session, org="acme", name=f"ci {token}")
+
+
+@pytest.mark.parametrize("stored", ["crlf", "lf", "cr"])
+async def test_a_rename_only_edit_leaves_the_content_as_stored(
+    client: httpx.AsyncClient, key: Key, stored: str
+) -> None:
+    """Review 2: a rename-only edit rewrote content stored with CRLF line ends (a browser
+    sends a textarea's lines with CRLF; the form compared them with the stored text and
+    found a change). An unchanged field is not written, whatever its line ends."""
+    ends = {"crlf": "\r\n", "lf": "\n", "cr": "\r"}[stored]
+    content = ends.join([
+        "Rotating the staging TLS certificate:",
+        "1. renew with cert-manager",
+        "2. restart the ingress controller",
+    ])
+    mid = await _remember(client, key, type="procedure", content=content)
+    csrf = await sign_in(client, key.key)
+    form = await client.get(f"/ui/memories/{mid}/edit")
+    fields = dict(
+        __import__("re").findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', form.text)
+    )
+    sent = content.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\r\n")  # as a browser
+    renamed = await client.post(
+        f"/ui/memories/{mid}/edit",
+        data={**fields, "csrf": csrf, "content": sent, "name": "Rotate the staging certificate",
+              "type": "procedure", "tags": "", "url": "", "source": ""},
+    )
+    assert renamed.status_code == 200, renamed.text
+    got = (await client.get(f"/v1/memories/{mid}", headers=key.headers)).json()
+    assert got["name"] == "Rotate the staging certificate"
+    assert got["content"] == content  # byte for byte, line ends included

@@ -31,6 +31,7 @@ from ctxpack_client._core import (
     context_request,
     dump,
     failure_wait,
+    id_segment,
     merge,
     params,
     parse,
@@ -242,7 +243,7 @@ class Client:
 
     def get(self, memory_id: uuid.UUID | str) -> MemoryOut:
         """One memory with its one-hop relations. NotFound when absent or out of reach."""
-        return self._call("GET", f"/v1/memories/{memory_id}", MemoryOut)
+        return self._call("GET", f"/v1/memories/{id_segment(memory_id, 'memory_id')}", MemoryOut)
 
     def get_by_key(self, namespace: str, key: str) -> MemoryOut | None:
         """The current memory written under ``key`` in ``namespace``, or None."""
@@ -255,13 +256,13 @@ class Client:
         """Change fields of a memory (MemoryPatch's); new content is redacted and gated."""
         patch = MemoryPatch(**changes)
         return self._call(
-            "PATCH", f"/v1/memories/{memory_id}", MemoryOut,
+            "PATCH", f"/v1/memories/{id_segment(memory_id, 'memory_id')}", MemoryOut,
             json=patch.model_dump(mode="json", exclude_unset=True),
         )
 
     def forget(self, memory_id: uuid.UUID | str) -> DeleteResponse:
         """Erase a memory (content, embedding, edges); only a tombstone id stays in the audit."""
-        return self._call("DELETE", f"/v1/memories/{memory_id}", DeleteResponse)
+        return self._call("DELETE", f"/v1/memories/{id_segment(memory_id, 'memory_id')}", DeleteResponse)
 
 
 class Artifacts:
@@ -276,11 +277,11 @@ class Artifacts:
 
     def get(self, artifact_id: uuid.UUID | str, fields: Iterable[str] | None = None) -> ArtifactFields:
         query = params(fields=",".join(fields) if fields is not None else None)
-        return self._client._call("GET", f"/v1/artifacts/{artifact_id}", ArtifactFields, params=query)
+        return self._client._call("GET", f"/v1/artifacts/{id_segment(artifact_id, 'artifact_id')}", ArtifactFields, params=query)
 
     def delete(self, artifact_id: uuid.UUID | str) -> ArtifactDeleted:
         """Erase an artifact: its body and its memory."""
-        return self._client._call("DELETE", f"/v1/artifacts/{artifact_id}", ArtifactDeleted)
+        return self._client._call("DELETE", f"/v1/artifacts/{id_segment(artifact_id, 'artifact_id')}", ArtifactDeleted)
 
 
 class Audit:
@@ -305,11 +306,11 @@ class Audit:
             cursor = page.next_cursor
 
     def get(self, audit_id: uuid.UUID | str) -> AuditEvent:
-        return self._client._call("GET", f"/v1/audit/{audit_id}", AuditEvent)
+        return self._client._call("GET", f"/v1/audit/{id_segment(audit_id, 'audit_id')}", AuditEvent)
 
     def replay(self, audit_id: uuid.UUID | str) -> ReplayResponse:
         """Run a recorded context call again and diff the packs."""
-        return self._client._call("POST", f"/v1/audit/{audit_id}/replay", ReplayResponse)
+        return self._client._call("POST", f"/v1/audit/{id_segment(audit_id, 'audit_id')}/replay", ReplayResponse)
 
 
 def _finish(done: list[tuple[int, RememberBatchResponse | errors.CtxpackError]]) -> RememberManyResult:
@@ -462,7 +463,7 @@ class AsyncClient:
             offset += len(page.items)
 
     async def get(self, memory_id: uuid.UUID | str) -> MemoryOut:
-        return await self._call("GET", f"/v1/memories/{memory_id}", MemoryOut)
+        return await self._call("GET", f"/v1/memories/{id_segment(memory_id, 'memory_id')}", MemoryOut)
 
     async def get_by_key(self, namespace: str, key: str) -> MemoryOut | None:
         page = await self._call(
@@ -473,12 +474,12 @@ class AsyncClient:
     async def update(self, memory_id: uuid.UUID | str, **changes: Any) -> MemoryOut:
         patch = MemoryPatch(**changes)
         return await self._call(
-            "PATCH", f"/v1/memories/{memory_id}", MemoryOut,
+            "PATCH", f"/v1/memories/{id_segment(memory_id, 'memory_id')}", MemoryOut,
             json=patch.model_dump(mode="json", exclude_unset=True),
         )
 
     async def forget(self, memory_id: uuid.UUID | str) -> DeleteResponse:
-        return await self._call("DELETE", f"/v1/memories/{memory_id}", DeleteResponse)
+        return await self._call("DELETE", f"/v1/memories/{id_segment(memory_id, 'memory_id')}", DeleteResponse)
 
 
 class AsyncArtifacts:
@@ -491,10 +492,10 @@ class AsyncArtifacts:
 
     async def get(self, artifact_id: uuid.UUID | str, fields: Iterable[str] | None = None) -> ArtifactFields:
         query = params(fields=",".join(fields) if fields is not None else None)
-        return await self._client._call("GET", f"/v1/artifacts/{artifact_id}", ArtifactFields, params=query)
+        return await self._client._call("GET", f"/v1/artifacts/{id_segment(artifact_id, 'artifact_id')}", ArtifactFields, params=query)
 
     async def delete(self, artifact_id: uuid.UUID | str) -> ArtifactDeleted:
-        return await self._client._call("DELETE", f"/v1/artifacts/{artifact_id}", ArtifactDeleted)
+        return await self._client._call("DELETE", f"/v1/artifacts/{id_segment(artifact_id, 'artifact_id')}", ArtifactDeleted)
 
 
 class AsyncAudit:
@@ -515,10 +516,10 @@ class AsyncAudit:
             cursor = page.next_cursor
 
     async def get(self, audit_id: uuid.UUID | str) -> AuditEvent:
-        return await self._client._call("GET", f"/v1/audit/{audit_id}", AuditEvent)
+        return await self._client._call("GET", f"/v1/audit/{id_segment(audit_id, 'audit_id')}", AuditEvent)
 
     async def replay(self, audit_id: uuid.UUID | str) -> ReplayResponse:
-        return await self._client._call("POST", f"/v1/audit/{audit_id}/replay", ReplayResponse)
+        return await self._client._call("POST", f"/v1/audit/{id_segment(audit_id, 'audit_id')}/replay", ReplayResponse)
 
 
 __all__ = ["AsyncClient", "Client"]

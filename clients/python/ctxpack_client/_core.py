@@ -78,6 +78,17 @@ class Config:
         return headers
 
 
+
+def id_segment(value: uuid.UUID | str, field: str) -> str:
+    """An id as a URL path segment: a UUID, or a ``ValidationError`` naming ``field`` before
+    any request (``forget("../namespaces/x")`` must never reach another endpoint)."""
+    try:
+        return str(value if isinstance(value, uuid.UUID) else uuid.UUID(str(value)))
+    except (ValueError, TypeError, AttributeError):
+        raise errors.ValidationError(
+            f"{field} must be a UUID, got {str(value)[:40]!r}", field=field
+        ) from None
+
 def retry_delay(config: Config, attempt: int, response: httpx.Response | None) -> float:
     """Seconds to wait before attempt ``attempt + 1``: Retry-After if the server said, else
     exponential backoff with jitter; capped at ``max_backoff``."""
