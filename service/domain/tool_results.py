@@ -13,15 +13,17 @@ benchmark); ``envelope_call`` is the audited call around it. In this order:
 3. **Trim** to ``budget_tokens``, counted with the context pack's tokenizer (the embedder's
    ``count_tokens``). Strategies:
 
-   * ``text``: the head, the tail and the lines that carry errors (tracebacks, ``ERROR``,
+   * ``text``: the first and the last line (the command, the verdict), the head, the tail
+     and the lines that carry errors (tracebacks, ``ERROR``,
      ``FAILED``, ``npm ERR!``, ``error:``, exceptions, non-zero exit codes), in their order,
      with ``[… N lines dropped …]`` where lines were dropped. Repeats of one error line
      (digits aside) count once after the second. A line too long for its share is cut.
    * ``json`` (automatic): the value is shortened level by level until it fits: arrays keep
      their first items plus the items that carry errors (a failed pod, a non-zero exit),
      with ``"[… N items dropped]"`` where items were dropped; long strings keep their start
-     and say how many characters were dropped; keys are kept (only at the last levels are
-     deep objects replaced by their shape, ``"{12 keys: a, b, …}"``). Stays valid JSON.
+     and say how many characters were dropped; keys are kept (the top level's always; only
+     at the last levels are deep objects replaced by their shape, ``"{12 keys: a, b, …}"``,
+     and wide nested ones cut to their first keys). Stays valid JSON.
    * ``fields``: only the named paths (``status.phase``; on a list a name maps over the
      items, a number picks one, ``*`` is every key), then ``json`` if still over budget.
    * ``summary``: the shape: types, sizes, keys (and for text: lines, error lines, the first
@@ -89,7 +91,6 @@ MAX_REPEATS = 2
 # Characters of a first-n window per budget token: WordPiece tokens of code and logs average
 # 2-4 characters; a window of 16 per token is never the binding limit but bounds the work.
 FIRST_N_CHARS_PER_TOKEN = 16
-MARKER_RESERVE = 12
 
 ERROR_LINE_RE = re.compile(
     r"Traceback \(most recent call last\)"
@@ -106,9 +107,11 @@ TRACEBACK_RE = re.compile(r"Traceback \(most recent call last\)")
 # A JSON value that carries an error: kept when its array is shortened.
 SIGNAL_RE = re.compile(
     r"(?i)\b(?:error|errored|failed|failure|fatal|panic|crashloopbackoff|oomkilled|"
-    r"imagepullbackoff|errimagepull|evicted|unhealthy|exited \([1-9]\d*\)|timed? ?out)\b"
+    r"imagepullbackoff|errimagepull|evicted|unhealthy|timed? ?out)\b"
+    r"|\bexited \([1-9]\d*\)"
 )
 SIGNAL_DEPTH = 7
+SHORT_SLACK = 24
 SIGNAL_NODES = 256
 _DIGITS_RE = re.compile(r"\d+")
 
@@ -348,6 +351,8 @@ class _LinePicker:
         self.segments = 0
         self.max_line = max(8, int(budget * LINE_SHARE))
         self.cut_chars = 0
+        # What one ``[… N lines dropped …]`` marker costs (at its widest).
+        self.marker = count(f"[… {len(lines)} lines dropped …]") - self.base + 1
 
     def _cost(self, i: int) -> tuple[str, int]:
         line = self.lines[i]
@@ -367,7 +372,7 @@ class _LinePicker:
         line, cost = self._cost(i)
         left, right = (i - 1) in self.kept, (i + 1) in self.kept
         segments = self.segments + (1 if not left and not right else -1 if left and right else 0)
-        markers = (segments + 1) * MARKER_RESERVE
+        markers = (segments + 1) * self.marker
         if self.used + cost + markers > min(limit or self.budget, self.budget):
             return False
         self.kept[i] = line
@@ -406,12 +411,15 @@ def trim_text(text: str, budget: int, count: TokenCounter, cuts: _Cuts) -> str:
         cuts.add("chars", dropped, "a text of one or two lines: its first tokens are kept")
         return out
     picker = _LinePicker(lines, budget, count)
-    head_limit = int(budget * HEAD_SHARE)
-    i = 0
+    # The first and the last line always (cut if too long): the command and the verdict.
+    picker.take(0)
+    picker.take(len(lines) - 1)
+    head_limit = max(int(budget * HEAD_SHARE), picker.used)
+    i = 1
     while i < len(lines) and picker.take(i, head_limit):
         i += 1
     tail_limit = picker.used + int(budget * TAIL_SHARE)
-    j = len(lines) - 1
+    j = len(lines) - 2
     while j > i and picker.take(j, tail_limit):
         j -= 1
     errors = _error_lines(lines)
@@ -547,7 +555,8 @@ def _shape_of(value: Any) -> str:
 def shorten(value: Any, level: Level, cuts: _Cuts, depth: int = 0) -> Any:
     """One pass of the automatic JSON strategy (see ``LEVELS``); visits only what it keeps."""
     if isinstance(value, str):
-        if len(value) > level.chars:
+        # A cut saves nothing when its marker costs what it drops.
+        if len(value) > level.chars + SHORT_SLACK:
             out = _short(value, level.chars)
             cuts.add(
                 "chars", len(value) - len(out.rsplit("… [", 1)[0]), "long strings keep their start"
@@ -559,11 +568,13 @@ def shorten(value: Any, level: Level, cuts: _Cuts, depth: int = 0) -> Any:
             cuts.add("values", 1, "deep objects are shown as their shape")
             return _shape_of(value)
         out_dict: dict[str, Any] = {}
+        # The top level keeps its keys (an API response's fields); nested objects may be cut.
+        keys = level.keys if depth else max(level.keys, LEVELS[0].keys)
         for n, (k, v) in enumerate(value.items()):
-            if n >= level.keys:
-                rest = len(value) - level.keys
+            if n >= keys:
+                rest = len(value) - keys
                 out_dict["…"] = f"{rest} more keys"
-                cuts.add("keys", rest, f"objects keep their first {level.keys} keys")
+                cuts.add("keys", rest, f"nested objects keep their first {level.keys} keys")
                 break
             out_dict[k] = shorten(v, level, cuts, depth + 1)
         return out_dict

@@ -324,3 +324,24 @@ def test_work_is_linear_in_the_input() -> None:
     wide = {"rows": [{"id": i, "name": f"row {i}", "tags": ["a", "b"]} for i in range(40_000)]}
     size = len(json.dumps(wide))
     assert counted(wide) <= 2 * size + 200_000
+
+
+def test_an_exited_container_is_kept_among_many() -> None:
+    """Regression: ``Exited (137)`` ends in a parenthesis, where a trailing word boundary
+    never matched, so the dead container was dropped with the others."""
+    rows = [{"Names": f"svc_{i}", "Status": f"Up {i % 50 + 2} minutes"} for i in range(200)]
+    rows[143]["Status"] = "Exited (137) 20 minutes ago"
+    env = build_envelope(rows, 300, wordpiece)
+    assert "svc_143" in env.content and "Exited (137)" in env.content
+    json.loads(env.content)
+
+
+def test_the_first_and_last_line_survive_a_tight_budget() -> None:
+    command = (
+        "$ curl -s -H 'Authorization: Bearer " + GITHUB + "' https://ci.internal/api/jobs/812/log"
+    )
+    text = "\n".join([command, *log_lines(500), "exit status 3"])
+    env = build_envelope(text, 120, wordpiece)
+    out = env.content.split("\n")
+    assert out[0].startswith("$ curl -s -H 'Authorization: Bearer [GITHUB_TOKEN:REDACTED]'")
+    assert out[-1] == "exit status 3"
