@@ -10,12 +10,16 @@ is, in this order:
    ``AuthenticationError``. A face that already holds a caller (MCP over HTTP, whose
    endpoint authenticated the HTTP request; a console whose session cookie maps to a key)
    passes the ``Caller`` instead of a token, and steps 1-2 are skipped;
-2. **rate limit** (``admit``): one token from the key's bucket (``domain/rate_limit.py``);
+2. **rate limit** (``admit``): one token from the key's bucket (``domain/rate_limit.py``;
+   by default a row in the database shared by every server process);
    an empty bucket is a 429 ``RateLimited`` with ``retry_after``, and an audit row of action
    ``rate_limited``, outcome ``refused``;
 3. **unit of work** (``unit_of_work``): one session, committed when the domain function
    returns, rolled back when it raises. Domain functions ``flush()``, never ``commit()``.
-   ``pool="pack"`` runs on the context packs' pool;
+   ``pool="pack"`` runs on the context packs' pool; ``pool="read"`` is a read-only call
+   (a memory list) on the write pool. With a streaming replica (``read_database_url``)
+   both read there instead, and write their audit row on the primary; ``primary=True``
+   (the ``X-Ctxpack-Consistency: primary`` header) keeps such a read on the primary;
 4. **audit**: the domain function writes the call's row inside the unit of work, so an
    acknowledged write is always audited; when the call fails, ``record_failure`` writes the
    row in a fresh transaction (the call's own work was rolled back): outcome ``rejected``
@@ -63,7 +67,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("ctxpack.calls")
 
 T = TypeVar("T")
-Pool = Literal["write", "pack"]
+Pool = Literal["write", "pack", "read"]
+# The header that sends a read to the primary (read-your-writes) when a replica is set.
+CONSISTENCY_HEADER = "x-ctxpack-consistency"
 CallFn = Callable[[AsyncSession, Caller, AuditContext], Awaitable[T]]
 MAX_TOKEN_CHARS = 200
 
@@ -159,7 +165,7 @@ class CallRunner:
         limiter = self.resources.limiter
         if limiter is None:
             return
-        wait = limiter.take(caller.key_id)
+        wait = await limiter.acquire(caller.org_id, caller.key_id)
         if wait <= 0:
             return
         retry_after = max(1, math.ceil(wait))
@@ -193,13 +199,22 @@ class CallRunner:
 
     # --- 3. unit of work -------------------------------------------------------------------
 
-    def _sessionmaker(self, pool: Pool) -> async_sessionmaker[AsyncSession]:
-        return self.resources.pack_sessionmaker if pool == "pack" else self.resources.sessionmaker
+    def _sessionmaker(self, pool: Pool, primary: bool) -> async_sessionmaker[AsyncSession]:
+        res = self.resources
+        if pool == "pack":
+            replica = None if primary else res.read_pack_sessionmaker
+            return replica or res.pack_sessionmaker
+        if pool == "read":
+            return (None if primary else res.read_sessionmaker) or res.sessionmaker
+        return res.sessionmaker
 
     @contextlib.asynccontextmanager
-    async def unit_of_work(self, pool: Pool = "write") -> AsyncIterator[AsyncSession]:
-        """One session: commit on success, roll back on any error."""
-        async with self._sessionmaker(pool)() as session:
+    async def unit_of_work(
+        self, pool: Pool = "write", *, primary: bool = False
+    ) -> AsyncIterator[AsyncSession]:
+        """One session: commit on success, roll back on any error. ``primary``: a read
+        pool's call reads the primary even when a replica is configured."""
+        async with self._sessionmaker(pool, primary)() as session:
             try:
                 yield session
                 await session.commit()
@@ -256,6 +271,7 @@ class CallRunner:
         fn: CallFn[T],
         *,
         pool: Pool = "write",
+        primary: bool = False,
         transport: Transport = Transport.MCP,
         request: dict[str, Any] | None = None,
     ) -> T:
@@ -266,7 +282,9 @@ class CallRunner:
             action: the audit action (the same for a call over any face).
             fn: ``async (session, caller, ctx) -> T``: one domain function, which writes
                 the success row itself.
-            pool: ``pack`` for context packs.
+            pool: ``pack`` for context packs, ``read`` for memory lists (both on the
+                replica when one is configured).
+            primary: read on the primary even when a replica is configured.
             transport: the face, recorded in failure rows.
             request: what a rate-limit refusal's row keeps of the request.
 
@@ -276,7 +294,7 @@ class CallRunner:
         caller = await self.caller_for(credential, request=request)
         ctx = AuditContext(action=action, caller=caller)
         try:
-            async with self.unit_of_work(pool) as session:
+            async with self.unit_of_work(pool, primary=primary) as session:
                 return await fn(session, caller, ctx)
         except Exception as exc:
             status, code, details = failure_of(exc)

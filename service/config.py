@@ -36,6 +36,14 @@ class _CoreSettings(BaseSettings):
         description="External PostgreSQL (>= 15, pgvector >= 0.7), e.g. "
         "`postgresql://user:pass@host:5432/ctxpack`. Unset: the embedded Postgres is used.",
     )
+    read_database_url: str | None = Field(
+        None,
+        description="A streaming replica of the database (a hot standby), e.g. "
+        "`postgresql://user:pass@replica:5432/ctxpack`: context packs and memory lists read "
+        "there (their audit rows, keys and rate limits stay on the primary); a request with "
+        "`X-Ctxpack-Consistency: primary` reads the primary instead. Unset: every read goes "
+        "to the primary.",
+    )
     data_dir: Path = Field(
         default_factory=default_data_dir,
         description="Where the embedded Postgres keeps its data (`pgdata/` inside).",
@@ -155,6 +163,13 @@ class _CoreSettings(BaseSettings):
         6000, description="Requests per minute allowed per API key (0 disables)."
     )
     rate_limit_burst: int = Field(200, description="Requests a key may burst above the rate.")
+    rate_limit_backend: Literal["postgres", "memory"] = Field(
+        "postgres",
+        description="Where the rate limit's token buckets live. `postgres`: one row per key "
+        "in the database (one UPSERT per call), shared by every `serve` process on it, so N "
+        "processes together allow what one allows. `memory`: in each process (no round "
+        "trip; N processes allow N times the rate).",
+    )
     audit_retention_days: int = Field(
         90, description="Default days audit rows are kept (orgs may override)."
     )

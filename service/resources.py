@@ -10,16 +10,20 @@ What it holds:
 - ``engine`` / ``sessionmaker``: the pool every write and read goes through;
 - ``pack_engine`` / ``pack_sessionmaker``: the context packs' pool (generic plans,
   autocommit; see ``store.database.create_engine``);
+- ``read_sessionmaker`` / ``read_pack_sessionmaker``: with ``read_database_url``, sessions
+  that read on the streaming replica and write (their audit rows) on the primary, for
+  memory lists and context packs (``store.database.ReplicaSession``); None without one;
 - ``embedder``: the model, behind ``AsyncEmbedder`` (worker threads, bounded concurrency),
   checked against the embedding column's width at start;
 - ``callers``: the caller cache, kept exact by the key-revocation listener that
   ``open_resources`` runs while the resources are open (``listen=True``);
-- ``limiter``: the per-key rate limiter, or None when ``rate_limit_per_minute`` is 0;
+- ``limiter``: the per-key rate limiter (in the database, shared by every process, or in
+  this one: ``rate_limit_backend``), or None when ``rate_limit_per_minute`` is 0;
 - ``pipeline``: the write pipeline (one ``Redactor`` and one ``WriteGate``, shared by every
   write);
 - ``runner``: the call runner (``service.calls``) bound to these resources.
 
-Opening builds nothing per call; closing stops the listener and disposes of both pools.
+Opening builds nothing per call; closing stops the listener and disposes of every pool.
 A CLI command that needs no model opens with ``load_embedder=False`` (then ``embedder``
 raises if used); one that runs before the schema exists (``ctxpack db``) opens with
 ``check_schema=False``.
@@ -38,7 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from service.config import Settings
 from service.domain.caller_cache import CallerCache
-from service.domain.rate_limit import RateLimiter
+from service.domain.rate_limit import Limiter, RateLimiter, SharedRateLimiter
 from service.domain.write_pipeline import WritePipeline
 from service.embedding import AsyncEmbedder, Embedder, build_embedder
 from service.errors import ServiceUnavailable
@@ -46,6 +50,7 @@ from service.store import probes
 from service.store.database import (
     create_engine,
     libpq_url,
+    make_replica_sessionmaker,
     make_sessionmaker,
     resolve_database_url,
 )
@@ -66,8 +71,10 @@ class Resources:
     pack_engine: AsyncEngine
     pack_sessionmaker: async_sessionmaker[AsyncSession]
     callers: CallerCache
-    limiter: RateLimiter | None
+    limiter: Limiter | None
     pipeline: WritePipeline
+    read_sessionmaker: async_sessionmaker[AsyncSession] | None = None
+    read_pack_sessionmaker: async_sessionmaker[AsyncSession] | None = None
     model: Embedder | None = None
     _embedder: AsyncEmbedder | None = field(default=None, repr=False)
     _runner: CallRunner | None = field(default=None, repr=False)
@@ -134,6 +141,11 @@ async def open_resources(
     url = database_url or await resolve_url(settings)
     engine = create_engine(url, settings)
     pack_engine = create_engine(url, settings, generic_plans=True)
+    replica = settings.read_database_url
+    # The replica's pools: lists (custom plans) and packs (generic plans), both autocommit:
+    # a hot standby runs read-only transactions, and these sessions only read there.
+    read_engine = create_engine(replica, settings, autocommit=True) if replica else None
+    read_pack_engine = create_engine(replica, settings, generic_plans=True) if replica else None
     try:
         model = embedder
         if model is None and load_embedder:
@@ -146,12 +158,16 @@ async def open_resources(
             pack_engine=pack_engine,
             pack_sessionmaker=make_sessionmaker(pack_engine),
             callers=CallerCache(settings.auth_cache_seconds),
-            limiter=(
-                RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
-                if settings.rate_limit_per_minute > 0
+            limiter=_limiter(settings, pack_engine),
+            pipeline=WritePipeline.for_settings(settings),
+            read_sessionmaker=(
+                make_replica_sessionmaker(read_engine, engine) if read_engine else None
+            ),
+            read_pack_sessionmaker=(
+                make_replica_sessionmaker(read_pack_engine, pack_engine)
+                if read_pack_engine
                 else None
             ),
-            pipeline=WritePipeline.for_settings(settings),
             model=model,
             _embedder=(
                 AsyncEmbedder(model, settings.embed_concurrency, settings.query_cache_size)
@@ -166,8 +182,19 @@ async def open_resources(
                 await stack.enter_async_context(_revocation_listener(resources))
             yield resources
     finally:
-        await engine.dispose()
-        await pack_engine.dispose()
+        for each in (engine, pack_engine, read_engine, read_pack_engine):
+            if each is not None:
+                await each.dispose()
+
+
+def _limiter(settings: Settings, autocommit_engine: AsyncEngine) -> Limiter | None:
+    if settings.rate_limit_per_minute <= 0:
+        return None
+    if settings.rate_limit_backend == "memory":
+        return RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
+    return SharedRateLimiter(
+        autocommit_engine, settings.rate_limit_per_minute, settings.rate_limit_burst
+    )
 
 
 async def _check_schema(resources: Resources) -> None:

@@ -16,7 +16,7 @@ from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.api.metrics import route_template
-from service.calls import CallRunner, parse_bearer
+from service.calls import CONSISTENCY_HEADER, CallRunner, parse_bearer
 from service.domain.audit import AuditAction, AuditContext
 from service.domain.auth import Caller
 from service.embedding import AsyncEmbedder
@@ -43,9 +43,21 @@ async def get_session(runner: RunnerDep) -> AsyncIterator[AsyncSession]:
         yield session
 
 
-async def get_pack_session(runner: RunnerDep) -> AsyncIterator[AsyncSession]:
-    """A context pack's unit of work, on the pack pool."""
-    async with runner.unit_of_work("pack") as session:
+def wants_primary(request: Request) -> bool:
+    """``X-Ctxpack-Consistency: primary``: read on the primary, not on the replica (a caller
+    reading its own write). Any other value, or none, lets the read go to the replica."""
+    return request.headers.get(CONSISTENCY_HEADER, "").strip().lower() == "primary"
+
+
+async def get_pack_session(request: Request, runner: RunnerDep) -> AsyncIterator[AsyncSession]:
+    """A context pack's unit of work, on the pack pool (or the replica's)."""
+    async with runner.unit_of_work("pack", primary=wants_primary(request)) as session:
+        yield session
+
+
+async def get_read_session(request: Request, runner: RunnerDep) -> AsyncIterator[AsyncSession]:
+    """A read-only call's unit of work (a memory list): on the replica when one is set."""
+    async with runner.unit_of_work("read", primary=wants_primary(request)) as session:
         yield session
 
 
@@ -53,6 +65,7 @@ async def get_pack_session(runner: RunnerDep) -> AsyncIterator[AsyncSession]:
 # told a write succeeded that then failed to commit (the default scope commits afterwards).
 SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
 PackSessionDep = Annotated[AsyncSession, Depends(get_pack_session, scope="function")]
+ReadSessionDep = Annotated[AsyncSession, Depends(get_read_session, scope="function")]
 
 
 def bearer_token(request: Request) -> str:

@@ -7,7 +7,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, status
 
-from service.api.deps import CallerDep, EmbedderDep, SessionDep, StateDep, audited
+from service.api.deps import (
+    CallerDep,
+    EmbedderDep,
+    ReadSessionDep,
+    SessionDep,
+    StateDep,
+    audited,
+)
 from service.domain import memories as memory_service
 from service.domain import remember as remember_service
 from service.domain.audit import AuditAction, AuditContext
@@ -72,7 +79,7 @@ async def remember_batch(
 
 @router.get("/memories", response_model=MemoryPage)
 async def list_memories(
-    session: SessionDep,
+    session: ReadSessionDep,
     caller: CallerDep,
     ctx: Annotated[AuditContext, Depends(audited(AuditAction.LIST))],
     namespace: Annotated[
@@ -95,7 +102,9 @@ async def list_memories(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> MemoryPage:
     """List memories within the key's reach, newest first, with `{offset, limit, total, has_more}`.
-    With `key` (and an exact `namespace`), the current memory written under that key, if any."""
+    With `key` (and an exact `namespace`), the current memory written under that key, if any.
+    With a read replica configured, the list is read there: send `X-Ctxpack-Consistency:
+    primary` to read your own write at once."""
     return await memory_service.list_memories(
         session, caller, ctx, namespace=namespace, type_=type, project=project,
         agent_id=agent_id, tag=tag, offset=offset, limit=limit, key=key,

@@ -72,6 +72,8 @@ class ConsoleCalls:
             AuditAction(action),
             work,
             pool="pack" if pack else "write",
+            # A person who just edited a memory sees it: the console never reads a replica.
+            primary=True,
             transport=Transport.CONSOLE,
         )
 

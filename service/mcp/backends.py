@@ -171,7 +171,7 @@ class LocalBackend:
                 limit=query.limit,
             )
 
-        return await self._call(rc, AuditAction.LIST, run)
+        return await self._call(rc, AuditAction.LIST, run, "read")
 
     async def forget(self, rc: RequestContext, memory_id: uuid.UUID) -> DeleteResponse:
         async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> DeleteResponse:

@@ -22,7 +22,9 @@ from alembic.config import Config
 from sqlalchemy import event
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import Session
 from sqlalchemy.pool import Pool
+from sqlalchemy.sql.dml import UpdateBase
 
 from service.config import Settings
 
@@ -105,7 +107,9 @@ def async_url(url: str) -> str:
     return _driver_url(url, "psycopg_async")
 
 
-def create_engine(url: str, settings: Settings, *, generic_plans: bool = False) -> AsyncEngine:
+def create_engine(
+    url: str, settings: Settings, *, generic_plans: bool = False, autocommit: bool = False
+) -> AsyncEngine:
     """The service's async engine and pool. Built once per process, in the app lifespan.
 
     ``generic_plans``: the pool context packs use, which reads and writes only the call's
@@ -116,14 +120,17 @@ def create_engine(url: str, settings: Settings, *, generic_plans: bool = False) 
       its transaction;
     - run each statement in a transaction of its own (autocommit): no BEGIN or COMMIT round
       trips around a pack. The audit row commits asynchronously, as it would anyway for a
-      call that wrote nothing else (see store/audit.py)."""
+      call that wrote nothing else (see store/audit.py).
+
+    ``autocommit``: autocommit connections without generic plans (a replica's list pool)."""
     extra: dict[str, Any] = {}
-    if generic_plans:
+    if generic_plans or autocommit:
         extra = {
-            "connect_args": {"options": "-c plan_cache_mode=force_generic_plan"},
             "isolation_level": "AUTOCOMMIT",
             "execution_options": {AUTOCOMMIT_OPTION: True},
         }
+    if generic_plans:
+        extra["connect_args"] = {"options": "-c plan_cache_mode=force_generic_plan"}
     engine = create_async_engine(
         async_url(url),
         pool_size=settings.pool_size,
@@ -171,6 +178,32 @@ def _ping_when_idle(pool: Pool) -> None:
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[Any]:
     return async_sessionmaker(engine, expire_on_commit=False)
+
+
+class ReplicaSession(Session):
+    """A session that reads on a streaming replica and writes on the primary.
+
+    Its bind is the replica's engine: every SELECT (and the ``BEGIN``/``SET LOCAL`` text of
+    the wide ranking path) runs there. An INSERT, UPDATE or DELETE statement, and any ORM
+    flush, goes to the primary engine kept in ``info["primary"]`` instead: the audit row of
+    a context or list call read on the replica is written on the primary (a hot standby
+    refuses writes). Each engine holds its own connection for the session's life; the
+    session's commit commits both."""
+
+    def get_bind(self, mapper: Any = None, clause: Any = None, **kw: Any) -> Any:
+        if self._flushing or isinstance(clause, UpdateBase):
+            return self.info["primary"]
+        return super().get_bind(mapper, clause=clause, **kw)
+
+
+def make_replica_sessionmaker(replica: AsyncEngine, primary: AsyncEngine) -> async_sessionmaker[Any]:
+    """Sessions reading on ``replica`` and writing on ``primary`` (``ReplicaSession``)."""
+    return async_sessionmaker(
+        replica,
+        expire_on_commit=False,
+        sync_session_class=ReplicaSession,
+        info={"primary": primary.sync_engine},
+    )
 
 
 def alembic_config(url: str) -> Config:

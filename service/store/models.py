@@ -13,6 +13,7 @@ from typing import Any
 
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
+    Boolean,
     Computed,
     DateTime,
     Float,
@@ -319,3 +320,17 @@ class ConsoleSession(Base):
         Index("ix_console_sessions_token_hash", "token_hash", unique=True),
         Index("ix_console_sessions_org_id_key_id", "org_id", "key_id"),
     )
+
+
+class RateLimitBucket(Base):
+    """A key's rate-limit token bucket (migration 0007), shared by every server process on
+    the database: one UPSERT per admitted call (``store/rate_limits.py``). UNLOGGED: a
+    bucket is worth no WAL flush, and one lost in a crash comes back full."""
+
+    __tablename__ = "rate_limit_buckets"
+    org_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), nullable=False)
+    key_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), nullable=False)
+    tokens: Mapped[float] = mapped_column(Float, nullable=False)
+    stamp: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    granted: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    __table_args__ = (PrimaryKeyConstraint("org_id", "key_id"), {"prefixes": ["UNLOGGED"]})

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
 
-from service.domain.rate_limit import RateLimiter
+from service.config import Settings
+from service.domain.rate_limit import RateLimiter, SharedRateLimiter
+from service.store.database import create_engine
 from tests.conftest import KeyFactory
 from tests.hardening.conftest import AppFactory, SqlRows
 
@@ -51,6 +54,33 @@ def test_full_buckets_are_dropped_when_the_table_is_full() -> None:
     assert len(limiter._buckets) <= 2
     limiter.take(busy)  # a dropped bucket comes back full: nothing was lost
     assert limiter.take(busy) == 0.0
+
+
+async def test_shared_buckets_are_one_bucket_for_every_process(
+    pg_url: str, settings: Settings
+) -> None:
+    """Two limiters on two engines (two server processes) draw from one row per key."""
+    engines = [create_engine(pg_url, settings, generic_plans=True) for _ in range(2)]
+    try:
+        first, second = (SharedRateLimiter(e, per_minute=600, burst=4) for e in engines)
+        org, key = uuid.uuid4(), uuid.uuid4()
+        waits = [await (first, second)[i % 2].acquire(org, key) for i in range(4)]
+        assert waits == [0.0] * 4
+        wait = await second.acquire(org, key)
+        assert 0 < wait <= 0.1  # ten tokens a second
+        assert await first.acquire(org, key) > 0  # a refusal takes nothing, on either side
+        await asyncio.sleep(0.15)
+        assert await first.acquire(org, key) == 0.0  # refilled for the time that passed
+        assert await second.acquire(uuid.uuid4(), uuid.uuid4()) == 0.0  # keys do not share
+        # Concurrent takes never grant more than the bucket holds (one token a minute:
+        # nothing refills during the test).
+        slow = [SharedRateLimiter(e, per_minute=1, burst=4) for e in engines]
+        other = uuid.uuid4()
+        granted = await asyncio.gather(*(slow[i % 2].acquire(org, other) for i in range(12)))
+        assert sum(1 for w in granted if w == 0.0) == 4
+    finally:
+        for engine in engines:
+            await engine.dispose()
 
 
 async def test_rate_limited_calls_get_429_retry_after_and_an_audit_row(

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -75,16 +75,16 @@ def server_env(pg_url: str) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="session")
-def live_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``ctxpack serve`` in a subprocess on a free port; yields its base URL."""
+@contextmanager
+def serve_process(pg_url: str, log_path: Path, **env: str) -> Iterator[str]:
+    """``ctxpack serve`` in a subprocess on a free port, with ``server_env`` plus ``env``
+    (``CTXPACK_...`` names); yields its base URL once /healthz answers, stops it after."""
     port = free_port()
-    log_path = tmp_path_factory.mktemp("live") / "serve.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "service", "serve", "--no-migrate", "--port", str(port)],
             cwd=ROOT,
-            env=server_env(pg_url),
+            env={**server_env(pg_url), **env},
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -110,6 +110,13 @@ def live_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(scope="session")
+def live_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``ctxpack serve`` in a subprocess on a free port; yields its base URL."""
+    with serve_process(pg_url, tmp_path_factory.mktemp("live") / "serve.log") as base:
+        yield base
 
 
 ALL_TOOLS = {
