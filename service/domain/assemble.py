@@ -113,12 +113,23 @@ class _Budget:
     count: envelopes.TokenCounter
     layers: dict[str, LayerReport] = field(default_factory=dict)
     cuts: list[AssembleCut] = field(default_factory=list)
+    # Token counts by message identity: the caller's messages are counted once, in a worker
+    # thread (``prime``), never on the event loop.
+    known: dict[int, int] = field(default_factory=dict)
 
     def tokens(self, message: Message) -> int:
-        n = self.count(message.get("content") or "") + MESSAGE_OVERHEAD
+        cached = self.known.get(id(message))
+        if cached is not None:
+            return cached
+        n = envelopes.count_long(message.get("content") or "", self.count) + MESSAGE_OVERHEAD
         if message.get("tool_calls"):
             n += self.count(json.dumps(message["tool_calls"], ensure_ascii=False))
+        self.known[id(message)] = n
         return n
+
+    def prime(self, messages: list[Message]) -> None:
+        for message in messages:
+            self.tokens(message)
 
     def total(self, messages: list[Message]) -> int:
         return sum(self.tokens(m) for m in messages)
@@ -325,6 +336,10 @@ async def assemble(
     )
     head = [{"role": "system", "content": system}] if system else []
     user_msgs = [{"role": "user", "content": user}] if user else []
+    given = [m for turn in plan.turns for m in turn] + plan.answered
+    await asyncio.to_thread(
+        budget.prime, head + user_msgs + given + ([plan.call] if plan.call else [])
+    )
     fixed = budget.total(head) + budget.total(user_msgs)
     if fixed > req.budget_tokens:
         raise InvalidInput(

@@ -71,7 +71,7 @@ async def test_every_layer_in_order_within_the_budget(
         "/v1/assemble",
         json={
             "budget_tokens": 4000,
-            "system": "You fix failing tests.",
+            "system": f"You fix failing tests. The CI token is {SECRET}",
             "user_message": f"Fix the refresh token rotation test. My token is {SECRET}",
             "memory": {
                 "goal": "fix refresh token rotation in the auth service",
@@ -102,6 +102,9 @@ async def test_every_layer_in_order_within_the_budget(
     ]
     messages = body["messages"]
     assert "[GITHUB_TOKEN:REDACTED]" in messages[3]["content"]
+    assert (
+        messages[0]["content"] == "You fix failing tests. The CI token is [GITHUB_TOKEN:REDACTED]"
+    )
     assert "rotated on every use" in messages[4]["content"]
     assert "test_refresh_rotation" in messages[5]["content"] and "dana" in messages[5]["content"]
     assert messages[7]["tool_call_id"] == "call_1"
@@ -120,7 +123,7 @@ async def test_every_layer_in_order_within_the_budget(
     }
     assert body["cut_order"] == ["history", "memory", "task_state", "tool_results"]
     assert body["tool_results"][0]["tokens_after"] <= 300 < body["tool_results"][0]["tokens_before"]
-    assert {"label": "GITHUB_TOKEN", "count": 1} in body["redactions"]
+    assert {"label": "GITHUB_TOKEN", "count": 2} in body["redactions"]
     rows = await sql(
         "SELECT id, action, details, request FROM audit_events WHERE org_id = :o ORDER BY created_at",
         o=key.org_id,
@@ -133,7 +136,7 @@ async def test_every_layer_in_order_within_the_budget(
     ]
     row = rows[-1]
     assert row.details["tool_results"][0]["tool_name"] == "run_tests"
-    assert row.details["redactions"] == {"GITHUB_TOKEN": 1}
+    assert row.details["redactions"] == {"GITHUB_TOKEN": 2}
     dumped = json.dumps(row.details) + json.dumps(row.request)
     assert SECRET not in dumped and "served request" not in dumped and "rotated" not in dumped
     assert all(r.details.get("part_of") == str(body["audit_id"]) for r in rows[-3:-1])
