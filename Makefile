@@ -75,7 +75,7 @@ bench: $(BENCH_STAMP)
 # A PNG of each console page on a seeded demo store, in docs/screenshots/ (needs Debian's
 # chromium and chromium-driver).
 screenshots: $(STAMP)
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH=. $(BIN)/python scripts/screenshots.py
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH=. $(BIN)/python tools/screenshots.py
 
 # Server-side render time of each console page at CONSOLE_BENCH_MEMORIES memories.
 CONSOLE_BENCH_MEMORIES ?= 100000
@@ -84,7 +84,7 @@ console-bench: $(STAMP)
 		--memories $(CONSOLE_BENCH_MEMORIES)
 
 lint: $(STAMP)
-	$(BIN)/ruff check service tests scripts bench
+	$(BIN)/ruff check service tests tools bench
 	$(BIN)/mypy service
 
 clean:

@@ -822,4 +822,7 @@ def adversarial_inputs(size: int = ADVERSARIAL_CHARS) -> dict[str, str]:
         "dash_separators": fill("password — "),
         "webhook_paths": fill("https://x/hooks/"),
         "jwt_spaced_prefix": fill("eyAaaaaaaaaa."),
+        "recovery_codes": fill("ab12 ", head="recovery codes: "),
+        "recovery_words": fill("backup codes "),
+        "iban_groups": fill("DE89 3704 "),
     }

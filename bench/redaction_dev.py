@@ -433,6 +433,28 @@ def secret_samples() -> list[DevSample]:
     ):
         add("env_names", f"# .env\nAPP_ENV=prod\n{name}={value}\n", value)
 
+    # -- Recovery and backup codes, OTP seeds, IBANs.
+    gh_codes = [f"{g.hex(5)}-{g.hex(5)}" for _ in range(4)]
+    add("recovery_codes", "GitHub recovery codes (keep safe):\n" + "\n".join(gh_codes), *gh_codes)
+    goog = [f"{g.r.randrange(1000, 9999)} {g.r.randrange(1000, 9999)}" for _ in range(3)]
+    add("recovery_codes", "Backup codes: " + ", ".join(goog), *goog)
+    scratch = [str(g.r.randrange(10**7, 10**8)) for _ in range(3)]
+    add("recovery_codes", "emergency scratch codes:\n  " + "\n  ".join(scratch), *scratch)
+    seed = "".join(g.r.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(32))
+    add("recovery_codes", f"otpauth://totp/ACME:ana@acme.io?secret={seed}&issuer=ACME", seed)
+
+    def iban(country: str, bban: str) -> str:
+        numeric = "".join(str(int(c, 36)) for c in bban + country + "00")
+        return f"{country}{98 - int(numeric) % 97:02d}{bban}"
+
+    de = iban("DE", f"{g.r.randrange(10**7, 10**8)}{g.r.randrange(10**9, 10**10)}")
+    add("iban", f"Überweisung an {de} bis Freitag", de)
+    gb = iban("GB", f"NWBK{g.r.randrange(10**5, 10**6)}{g.r.randrange(10**7, 10**8)}")
+    grouped = " ".join(gb[i : i + 4] for i in range(0, len(gb), 4))
+    add("iban", f"IBAN: {grouped}", grouped)
+    nl = iban("NL", f"ABNA{g.r.randrange(10**9, 10**10)}")
+    add("iban", json.dumps({"payee": "Acme BV", "iban": nl}), nl)
+
     # -- Secrets after a neutral key: the generic high-entropy rule.
     for template in (
         '{{"vendor": "acme", "credential_blob": "{v}"}}',
@@ -771,6 +793,17 @@ def ordinary_samples() -> list[DevSample]:
         "Pin the version to 2.3.1 and pin 4 cores to the worker; PIN entry UI is done.",
         "2.3.1",
         "4 cores",
+    )
+    add(
+        "prose_words",
+        "Backup codes: 10 left. The backup key 2048 bits is fine; recovery codes are in 1Password.",
+        "2048 bits",
+    )
+    add(
+        "prose_words",
+        "SKU DE12ABCD3456 and GB82 build 7788 passed; ISO code FR76 is a label.",
+        "DE12ABCD3456",
+        "FR76",
     )
     add(
         "prose_words",

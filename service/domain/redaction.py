@@ -22,7 +22,7 @@ then replaced in one pass.
 Labels: PRIVATE_KEY, GITHUB_TOKEN, GITLAB_TOKEN, ANTHROPIC_KEY, OPENAI_KEY,
 GOOGLE_API_KEY, AWS_ACCESS_KEY, AWS_SECRET_KEY, SLACK_TOKEN, SLACK_WEBHOOK,
 STRIPE_KEY, WEBHOOK, JWT, BEARER_TOKEN, BASIC_AUTH, CONNECTION_PASSWORD, PASSWORD,
-PIN, API_KEY, SECRET, TOKEN, SSN, CREDIT_CARD, EMAIL, PHONE.
+PIN, API_KEY, SECRET, TOKEN, SSN, CREDIT_CARD, IBAN, EMAIL, PHONE.
 
 Phone numbers: only shapes that cannot be a date, version, port or id are
 matched: an explicit international ``+CC ...`` number (8 to 15 digits), or a
@@ -76,6 +76,7 @@ LABELS: tuple[str, ...] = (
     "TOKEN",
     "SSN",
     "CREDIT_CARD",
+    "IBAN",
     "EMAIL",
     "PHONE",
 )
@@ -446,6 +447,28 @@ def _is_card(text: str) -> bool:
         return False
     # Written as a card (4-4-4-4) and Luhn-valid: a card, whatever its issuer.
     return bool(_CARD_GROUPED_RE.fullmatch(text) or _CARD_ISSUER_RE.fullmatch(digits))
+
+
+# IBAN lengths by country (ISO 13616 registry): with the mod-97 check, a product code or a
+# token that happens to start with two letters and two digits is not taken for one.
+_IBAN_LENGTHS: dict[str, int] = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22,
+    "BR": 29, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DK": 18, "DO": 28, "EE": 20,
+    "EG": 29, "ES": 24, "FI": 18, "FO": 18, "FR": 27, "GB": 22, "GE": 22, "GI": 23, "GL": 18,
+    "GR": 27, "GT": 28, "HR": 21, "HU": 28, "IE": 22, "IL": 23, "IS": 26, "IT": 27, "JO": 30,
+    "KW": 30, "KZ": 20, "LB": 28, "LC": 32, "LI": 21, "LT": 20, "LU": 20, "LV": 21, "MC": 27,
+    "MD": 24, "ME": 22, "MK": 19, "MR": 27, "MT": 31, "MU": 30, "NL": 18, "NO": 15, "PK": 24,
+    "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "SA": 24, "SE": 24, "SI": 19,
+    "SK": 24, "SM": 27, "TN": 24, "TR": 26, "UA": 29, "VG": 24, "XK": 20,
+}  # fmt: skip
+
+
+def _is_iban(text: str) -> bool:
+    compact = text.replace(" ", "").upper()
+    if _IBAN_LENGTHS.get(compact[:2]) != len(compact):
+        return False
+    digits = "".join(str(int(c, 36)) for c in compact[4:] + compact[:4])
+    return int(digits) % 97 == 1
 
 
 def _is_intl_phone(text: str) -> bool:
@@ -1378,9 +1401,9 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "PASSWORD",
         re.compile(
-            r"""(?x)(?<![\w\-])
+            r"""(?x)
             (?:
-                (?:-u|-U|--user|--username|-username|-user|--login)[ \t=]+(?:"[^"\n]{0,128}"|'[^'\n]{0,128}'|[^\s"'\-][^\s"']{0,127})
+                (?<![\w\-])(?:-u|-U|--user|--username|-username|-user|--login)[ \t=]+(?:"[^"\n]{0,128}"|'[^'\n]{0,128}'|[^\s"'\-][^\s"']{0,127})
                 (?:(?!(?:;|&&?|\|\|?)[ \t])[^\n]){0,200}?[ \t](?:-p|-P|-pw|-w)[ \t]+
               | [ \t](?:-p|-P|-pw)[ \t]+(?=(?:'[^'\n]{1,256}'|"[^"\n]{1,256}"|[^\s"'`]{1,256})
                 (?:(?!(?:;|&&?|\|\|?)[ \t])[^\n]){0,200}?[ \t](?:-u|-U|--user|--username)[ \t=]+[^\s\-])
@@ -1547,6 +1570,20 @@ _RULES: tuple[_Rule, ...] = (
         _accept_spaced,
         anchored=True,
     ),
+    # Recovery and backup codes: the list after "recovery codes", "backup codes"...
+    _Rule(
+        "SECRET",
+        None,
+        triggers=("recovery", "backup", "scratch", "emergency", "one-time", "one time"),
+        finder=lambda t, taken: _find_recovery_codes(t),
+    ),
+    # The seed of an ``otpauth://`` URI, whatever its shape (base32 may hold no digit).
+    _Rule(
+        "SECRET",
+        re.compile(r"(?i)otpauth://[^\s\"'<>]{0,512}?[?&]secret=(?P<v>[A-Za-z2-7]{8,}=*)"),
+        ("v",),
+        ("otpauth://",),
+    ),
     # Columns read as columns: in a CSV, TSV, markdown or psql table whose header names a
     # password, PIN, token or secret column, that column's cells.
     _Rule(
@@ -1584,6 +1621,15 @@ _RULES: tuple[_Rule, ...] = (
             r"(?<![\w\-.])(?:\d{13,19}|\d{4}([ \-])\d{4}\1\d{4}\1\d{1,4}(?:\1\d{1,3})?|\d{4}([ \-])\d{6}\2\d{4,5})(?![\w\-]|\.\d)"
         ),
         accept=_fixed("CREDIT_CARD", _is_card),
+    ),
+    # IBAN: a country code, two check digits and the account, bare or in groups of four;
+    # kept only with the country's length and a valid mod-97 check.
+    _Rule(
+        "IBAN",
+        re.compile(
+            r"(?<![\w\-])[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{4}){2,7}(?:[ ]?[A-Z0-9]{1,3})?(?![\w\-])"
+        ),
+        accept=_fixed("IBAN", _is_iban),
     ),
     # Email. Not after ``//`` (a URL's user@host) and not before ``:path``
     # (``git@github.com:org/repo.git`` is an SSH address, not a person).
@@ -1988,6 +2034,33 @@ def _find_secret_after_key(text: str, taken: _Taken) -> Iterable[tuple[int, int,
             yield start, end, "SECRET"
 
 
+_RECOVERY_RE = re.compile(
+    r"(?i)\b(?:(?:recovery|backup|scratch|emergency|one[ -]time)[ _-]?codes?|recovery[ _-]?keys?)\b"
+    r"(?:[^\n:=]{0,40}?[:=])?"
+)
+_RECOVERY_CODE_RE = re.compile(
+    r"(?:[ \t]*(?:\r?\n[ \t]*(?:[-*•]|\d{1,2}[.)])?)?[ \t,;]*)"
+    r"(?P<c>[A-Za-z0-9]{4,12}(?:[- ][A-Za-z0-9]{4,12})?)(?![\w\-])"
+)
+
+
+def _find_recovery_codes(text: str) -> Iterable[tuple[int, int, str]]:
+    """The codes listed after "recovery codes", "backup codes", "scratch codes"...: up to 32
+    codes of 4 to 12 letters and digits (``1a2b3-c4d5e``, ``8207 5561``), each with a digit,
+    on the same line or as a list below; the list ends at the first word that is no code."""
+    for m in _RECOVERY_RE.finditer(text):
+        pos = m.end()
+        for _ in range(32):
+            code = _RECOVERY_CODE_RE.match(text, pos)
+            if code is None or not _HAS_DIGIT_RE.search(code.group("c")):
+                break
+            value = code.group("c")
+            if _VERSION_RE.fullmatch(value) or _PLACEHOLDER_RE.search(value):
+                break
+            yield code.start("c"), code.end("c"), "SECRET"
+            pos = code.end()
+
+
 _TABLE_DELIMITERS = ("\t", "|", ";", ",")
 _TABLE_RULE_CHARS = frozenset("-|:+= \t")
 _CELL_RES = {
@@ -2037,7 +2110,11 @@ def _find_table_columns(text: str) -> Iterable[tuple[int, int, str]]:
         columns = [
             (i, label, text[a:b])
             for i, (a, b) in enumerate(header)
-            if b - a <= 64 and (label := _label_for_key(text[a:b])) is not None
+            # (Not a cell that holds a replaced secret: masked, it could name a column on the
+            # next pass that it did not name on this one.)
+            if b - a <= 64
+            and "\x00" not in text[a:b]
+            and (label := _label_for_key(text[a:b])) is not None
         ]
         if not columns or len(header) < 2:
             continue

@@ -35,6 +35,7 @@ def test_dev_corpus_covers_the_reviewed_families() -> None:
     assert {
         "key_armour", "provider_prefix", "connection", "json_structure", "cli_password",
         "sql", "cookie", "jwt", "prose", "pin", "table", "env_names", "generic_entropy",
+        "recovery_codes", "iban",
     } <= families  # fmt: skip
     assert len(SECRETS) >= 120 and len(ORDINARY) >= 50
     assert all(s.secrets for s in SECRETS) and all(s.keep for s in ORDINARY)
@@ -196,6 +197,15 @@ def test_columns_are_read_as_columns() -> None:
     )
     keep = "| metric | p50 |\n|---|---|\n| password_checks | 3 |"
     assert REDACTOR.redact(keep).counts == {}
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["backup codes: 10 left", "the backup key 2048 bits", "recovery codes are in 1Password",
+     "backup code 2024-05-01 review", "SKU DE12ABCD3456", "DE89 3704 0044 0532 0130 01"],
+)  # fmt: skip
+def test_near_recovery_codes_and_ibans_that_are_not(text: str) -> None:
+    assert REDACTOR.redact(text).counts == {}
 
 
 def test_webhook_and_pin_labels() -> None:
