@@ -180,12 +180,14 @@ def pytest_log(g: Gen, n: int) -> dict[str, Any]:
         len(lines) - g.r.randint(10, 100),
         f"DEBUG    app.db: connecting to postgresql://app:{db_pw}@db.internal:5432/orders",
     )
+    api_key = g.hex_token()
+    lines.insert(len(lines) - g.r.randint(10, 100), f"DEBUG    httpx: > X-Api-Key: {api_key}")
     lines += [
         "=========================== short test summary info ============================",
         f"FAILED {name} - AssertionError: expected status {want}, got {got}",
         f"================= 1 failed, {total - 1} passed in {g.r.randint(20, 300)}.{g.r.randint(10, 99)}s =================",
     ]
-    return _case("pytest", n, "run_tests", "\n".join(lines), answer, [token, db_pw])
+    return _case("pytest", n, "run_tests", "\n".join(lines), answer, [token, db_pw, api_key])
 
 
 def pip_log(g: Gen, n: int) -> dict[str, Any]:
@@ -241,7 +243,7 @@ def pip_log(g: Gen, n: int) -> dict[str, Any]:
 def kubectl_pods(g: Gen, n: int) -> dict[str, Any]:
     count = g.r.randint(30, 90)
     crash = g.r.randrange(count)
-    db_pw, api_key = g.password(), g.stripe()
+    db_pw, api_key, openai_key = g.password(), g.stripe(), g.openai()
     items = []
     crash_name = ""
     for i in range(count):
@@ -259,6 +261,11 @@ def kubectl_pods(g: Gen, n: int) -> dict[str, Any]:
             }
             restarts = g.r.randint(5, 40)
         env = [{"name": "LOG_LEVEL", "value": "info"}, {"name": "PORT", "value": "8080"}]
+        annotations: dict[str, str] = {}
+        if i % 19 == 7:
+            applied = {"kind": "Pod", "spec": {"containers": [{"env": [
+                {"name": "OPENAI_API_KEY", "value": openai_key}]}]}}
+            annotations["kubectl.kubernetes.io/last-applied-configuration"] = json.dumps(applied)
         if i % 17 == 3:
             env.append({"name": "DATABASE_PASSWORD", "value": db_pw})
         if i % 23 == 5:
@@ -272,6 +279,7 @@ def kubectl_pods(g: Gen, n: int) -> dict[str, Any]:
                     "namespace": "prod",
                     "uid": f"{g.s(_HEX, 8)}-{g.s(_HEX, 4)}-{g.s(_HEX, 4)}-{g.s(_HEX, 4)}-{g.s(_HEX, 12)}",
                     "labels": {"app": app, "pod-template-hash": g.s(_HEX, 10)},
+                    "annotations": annotations,
                     "creationTimestamp": g.ts(i * 91),
                 },
                 "spec": {
@@ -300,7 +308,7 @@ def kubectl_pods(g: Gen, n: int) -> dict[str, Any]:
                 },
             }
         )
-    secrets = [s for s in (db_pw, api_key) if s in json.dumps(items)]
+    secrets = [s for s in (db_pw, api_key, openai_key) if s in json.dumps(items)]
     return _case(
         "kubectl",
         n,
@@ -315,7 +323,7 @@ def kubectl_pods(g: Gen, n: int) -> dict[str, Any]:
 def docker_ps(g: Gen, n: int) -> dict[str, Any]:
     count = g.r.randint(30, 90)
     dead = g.r.randrange(count)
-    token, pw = g.slack(), g.password()
+    token, pw, pem = g.slack(), g.password(), g.pem()
     rows = []
     dead_name = ""
     for i in range(count):
@@ -329,6 +337,8 @@ def docker_ps(g: Gen, n: int) -> dict[str, Any]:
             env.append(f"SLACK_BOT_TOKEN={token}")
         if i % 13 == 4:
             env.append(f"POSTGRES_PASSWORD={pw}")
+        if i % 29 == 6:
+            env.append(f"DEPLOY_KEY={pem}")
         rows.append(
             {
                 "ID": g.s(_HEX, 12),
@@ -344,7 +354,8 @@ def docker_ps(g: Gen, n: int) -> dict[str, Any]:
                 "Config": {"Env": env, "WorkingDir": "/app"},
             }
         )
-    secrets = [s for s in (token, pw) if s in json.dumps(rows)]
+    pem_body = pem.split("\n")[1]  # a line of the key's body stands for it
+    secrets = [s for s in (token, pw, pem_body) if s in json.dumps(rows)]
     return _case(
         "docker", n, "docker_ps", rows, dead_name, secrets, ["Names", "Status"]
     )
@@ -420,7 +431,7 @@ def github_runs(g: Gen, n: int) -> dict[str, Any]:
 def github_pull(g: Gen, n: int) -> dict[str, Any]:
     number = g.r.randint(100, 9000)
     state = g.r.choice(["dirty", "blocked", "behind", "unstable"])
-    aws, aws_secret = g.aws_key_id(), g.aws_secret()
+    aws, aws_secret, jwt = g.aws_key_id(), g.aws_secret(), g.jwt()
     body = "\n".join(
         [f"## {g.word().title()} {g.word()}"]
         + [" ".join(g.word() for _ in range(14)) for _ in range(g.r.randint(30, 120))]
@@ -429,6 +440,7 @@ def github_pull(g: Gen, n: int) -> dict[str, Any]:
             "```",
             f"export AWS_ACCESS_KEY_ID={aws}",
             f"export AWS_SECRET_ACCESS_KEY={aws_secret}",
+            f"curl -H 'Authorization: Bearer {jwt}' https://staging.internal/api/refunds",
             "```",
         ]
     )
@@ -475,7 +487,7 @@ def github_pull(g: Gen, n: int) -> dict[str, Any]:
         "github_get_pull",
         pull,
         f'"mergeable_state":"{state}"',
-        [aws, aws_secret],
+        [aws, aws_secret, jwt],
         ["number", "title", "mergeable", "mergeable_state", "head.ref"],
     )
 
