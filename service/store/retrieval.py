@@ -428,10 +428,14 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
     )
 
 
-def _autocommit(session: AsyncSession) -> bool:
+def _engine_option(session: AsyncSession, option: str) -> bool:
     bind = session.bind
     options = bind.get_execution_options() if isinstance(bind, AsyncEngine) else {}
-    return bool(options.get("ctxpack_autocommit"))
+    return bool(options.get(option))
+
+
+def _autocommit(session: AsyncSession) -> bool:
+    return _engine_option(session, "ctxpack_autocommit")
 
 
 class RetrievalRepository:
@@ -477,7 +481,15 @@ class RetrievalRepository:
         """For this transaction only: search wider than HNSW's default 40 and, on pgvector
         >= 0.8, keep scanning past rows the scope filter drops instead of returning fewer
         neighbours than exist (0.7 has no iterative scan and would reject the setting).
-        Plans go back to custom: whether HNSW or the btree wins depends on the values."""
+        Plans go back to custom: whether HNSW or the btree wins depends on the values.
+
+        On Citus the settings must reach the worker that runs the statement: there they are
+        ``SET LOCAL`` statements, which the coordinator propagates (``set_config`` is not),
+        and plans are custom already; Citus needs pgvector >= 0.8 on every node."""
+        if _engine_option(self.session, "ctxpack_citus"):
+            await self.session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
+            await self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+            return
         await self.session.execute(
             text(
                 """
