@@ -13,7 +13,7 @@ import contextlib
 import io
 import itertools
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ def _is_citus(url: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def one_node() -> Iterator[str]:
+def one_node() -> str:
     """A one-node embedded PostgreSQL of this module's own, migrated."""
     root = Path(tempfile.mkdtemp(prefix="ctxpack-one-node-"))
     root.chmod(0o755)
@@ -57,7 +57,7 @@ def one_node() -> Iterator[str]:
     ensure_database(server.get_uri(), "one_node")
     url = str(_with_database(server.get_uri(), "one_node"))
     upgrade(url)
-    yield url
+    return url
 
 
 @contextlib.asynccontextmanager
