@@ -72,6 +72,18 @@ def pg_url(request: pytest.FixtureRequest) -> str:
     return url
 
 
+@pytest.fixture(scope="session")
+def on_citus(pg_url: str) -> bool:
+    """The suite's database is a Citus coordinator (``make test-citus``)."""
+    import psycopg
+
+    from service.store.database import libpq_url
+
+    with psycopg.connect(libpq_url(pg_url)) as conn:
+        found = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone()
+    return found is not None
+
+
 def make_settings(pg_url: str, **overrides: object) -> Settings:
     values: dict[str, object] = {
         "database_url": pg_url,
