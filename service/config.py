@@ -163,6 +163,21 @@ class _CoreSettings(BaseSettings):
         6000, description="Requests per minute allowed per API key (0 disables)."
     )
     rate_limit_burst: int = Field(200, description="Requests a key may burst above the rate.")
+    console_sign_in_per_minute: int = Field(
+        10,
+        description="Console sign-in attempts allowed per minute per client address, shared "
+        "by every process like the key limit (rate_limit_backend); above it, 429 with "
+        "Retry-After and an audit row. 0 disables.",
+    )
+    console_sign_in_burst: int = Field(
+        5, description="Sign-in attempts a client address may make at once."
+    )
+    trusted_proxies: list[str] = Field(
+        [],
+        description="Addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For "
+        "names the client of a console sign-in (the rightmost address no trusted proxy "
+        "added). Empty: the connection's peer is the client, and X-Forwarded-For is ignored.",
+    )
     rate_limit_backend: Literal["postgres", "memory"] = Field(
         "postgres",
         description="Where the rate limit's token buckets live. `postgres`: one row per key "

@@ -19,6 +19,7 @@ What it holds:
   checked against the embedding column's width at start;
 - ``callers``: the caller cache, kept exact by the key-revocation listener that
   ``open_resources`` runs while the resources are open (``listen=True``);
+- ``sign_in_limiter``: the console's sign-in attempts per client address (same backend);
 - ``limiter``: the per-key rate limiter (in the database, shared by every process, or in
   this one: ``rate_limit_backend``), or None when ``rate_limit_per_minute`` is 0;
 - ``pipeline``: the write pipeline (one ``Redactor`` and one ``WriteGate``, shared by every
@@ -76,6 +77,7 @@ class Resources:
     callers: CallerCache
     limiter: Limiter | None
     pipeline: WritePipeline
+    sign_in_limiter: Limiter | None = None
     read_sessionmaker: async_sessionmaker[AsyncSession] | None = None
     read_pack_sessionmaker: async_sessionmaker[AsyncSession] | None = None
     model: Embedder | None = None
@@ -167,7 +169,15 @@ async def open_resources(
             pack_engine=pack_engine,
             pack_sessionmaker=make_sessionmaker(pack_engine),
             callers=CallerCache(settings.auth_cache_seconds),
-            limiter=_limiter(settings, pack_engine),
+            limiter=_limiter(
+                settings, pack_engine, settings.rate_limit_per_minute, settings.rate_limit_burst
+            ),
+            sign_in_limiter=_limiter(
+                settings,
+                pack_engine,
+                settings.console_sign_in_per_minute,
+                settings.console_sign_in_burst,
+            ),
             pipeline=WritePipeline.for_settings(settings),
             read_sessionmaker=(
                 make_replica_sessionmaker(read_engine, engine) if read_engine else None
@@ -196,14 +206,14 @@ async def open_resources(
                 await each.dispose()
 
 
-def _limiter(settings: Settings, autocommit_engine: AsyncEngine) -> Limiter | None:
-    if settings.rate_limit_per_minute <= 0:
+def _limiter(
+    settings: Settings, autocommit_engine: AsyncEngine, per_minute: int, burst: int
+) -> Limiter | None:
+    if per_minute <= 0:
         return None
     if settings.rate_limit_backend == "memory":
-        return RateLimiter(settings.rate_limit_per_minute, settings.rate_limit_burst)
-    return SharedRateLimiter(
-        autocommit_engine, settings.rate_limit_per_minute, settings.rate_limit_burst
-    )
+        return RateLimiter(per_minute, burst)
+    return SharedRateLimiter(autocommit_engine, per_minute, burst)
 
 
 async def _check_schema(resources: Resources) -> None:

@@ -91,6 +91,7 @@ def make_settings(pg_url: str, **overrides: object) -> Settings:
         "migrate_on_start": False,
         "print_bootstrap_key": False,
         "rate_limit_per_minute": 0,
+        "console_sign_in_per_minute": 0,
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.calls import CallRunner, Transport
+from service.console import security
 from service.domain import audit as audit_service
 from service.domain import console as console_service
 from service.domain.audit import AuditAction, AuditContext
@@ -107,6 +108,24 @@ async def sign_in(request: Request, key: str) -> tuple[str, ConsoleSession] | No
         return token, console
 
     return await calls.run(AuditAction.CONSOLE_LOGIN, work)
+
+
+async def admit_sign_in(request: Request) -> float:
+    """0 when this client may try a key now, else the seconds until it may (per client
+    address, shared by every process: domain/console.py)."""
+    state = resources_of(request)
+    address = security.client_address(request, state.settings.trusted_proxies)
+    return await console_service.admit_sign_in(state.sign_in_limiter, address)
+
+
+async def refused_sign_in(request: Request, *, status_code: int, outcome: str) -> None:
+    """Audit a sign-in that failed or was throttled (the address, never the key)."""
+    state = resources_of(request)
+    address = security.client_address(request, state.settings.trusted_proxies)
+    async with state.runner.unit_of_work() as session:
+        await console_service.record_refused_sign_in(
+            session, address, status_code=status_code, outcome=outcome
+        )
 
 
 async def resume(request: Request, token: str) -> ConsoleSession | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -236,8 +237,21 @@ async def login(request: Request) -> Response:
         sent if isinstance(sent, str) else None,
     )
     key = form.get("key")
+    wait = await console_calls.admit_sign_in(request)
+    if wait > 0:
+        await console_calls.refused_sign_in(request, status_code=429, outcome="rate_limited")
+        token = security.new_login_token()
+        retry = max(1, math.ceil(wait))
+        response = _page(
+            request, None, "login.html", login_csrf=token, failed=True, throttled=retry
+        )
+        response.status_code = 429
+        response.headers["Retry-After"] = str(retry)
+        security.set_login_cookie(response, request, token)
+        return response
     started = await console_calls.sign_in(request, key) if isinstance(key, str) and key else None
     if started is None:
+        await console_calls.refused_sign_in(request, status_code=401, outcome="failed")
         token = security.new_login_token()
         response = _page(request, None, "login.html", login_csrf=token, failed=True)
         response.status_code = 401

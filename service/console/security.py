@@ -4,6 +4,10 @@
   (``script-src 'self'``) and ``frame-ancestors 'none'``; no sniffing, no referrer, no cache.
 - The session cookie: an opaque random token (never the key), HttpOnly, SameSite=Strict,
   Path=/ui, and Secure when the request came over https.
+- The client of a sign-in (``client_address``): the connection's peer, or, when that peer
+  is a trusted proxy (``trusted_proxies``), the rightmost address of ``X-Forwarded-For``
+  that no trusted proxy added: a client cannot name itself someone else to dodge the
+  sign-in limit.
 - CSRF: every state-changing form carries the session's CSRF token; the sign-in form,
   before any session exists, a double-submit token (cookie and field must match). POSTs
   whose Origin names another site are refused as well.
@@ -12,7 +16,9 @@
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import secrets
+from collections.abc import Sequence
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -122,3 +128,30 @@ def check_csrf(request: Request, expected: str, sent: str | None) -> None:
     check_origin(request)
     if not expected or not sent or not hmac.compare_digest(expected, sent):
         raise PermissionDenied("The form has expired or did not come from this console; reload it")
+
+
+def _networks(trusted: Sequence[str]) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    return [ipaddress.ip_network(t.strip(), strict=False) for t in trusted if t.strip()]
+
+
+def _is_trusted(address: str, networks: Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address.strip())
+    except ValueError:
+        return False
+    return any(ip in n for n in networks)
+
+
+def client_address(request: Request, trusted: Sequence[str]) -> str:
+    """Who is signing in: the peer, unless the peer is a trusted proxy; then the rightmost
+    ``X-Forwarded-For`` entry that is not itself a trusted proxy (entries to its left could
+    have been written by the client)."""
+    peer = request.client.host if request.client is not None else "unknown"
+    networks = _networks(trusted)
+    if not networks or not _is_trusted(peer, networks):
+        return peer
+    hops = [h.strip() for h in ",".join(request.headers.getlist("x-forwarded-for")).split(",")]
+    for hop in reversed([h for h in hops if h]):
+        if not _is_trusted(hop, networks):
+            return hop[:100]
+    return peer

@@ -29,10 +29,13 @@ from service.domain import audit as audit_service
 from service.domain import auth, namespaces
 from service.domain import keys as key_service
 from service.domain.audit import AuditContext
+from service.domain.audit.record import AuditAction
 from service.domain.auth import Caller
 from service.domain.caller_cache import CallerCache
 from service.domain.facets import facet_of
+from service.domain.rate_limit import Limiter
 from service.errors import InvalidInput, NotFound, PermissionDenied
+from service.store.audit import AuditRepository
 from service.store.console import ConsoleReadRepository, ConsoleSessionRepository
 from service.store.models import ApiKey, Memory
 from service.store.retrieval import Scope
@@ -380,3 +383,39 @@ def scopes_of(values: list[str]) -> list[str]:
         if s not in auth.SCOPES:
             raise InvalidInput("scopes", f"unknown scope; one of {', '.join(auth.SCOPES)}")
     return sorted(set(values))
+
+
+# --- sign-in attempts --------------------------------------------------------------------
+
+SIGN_IN_ORG = uuid.uuid5(uuid.NAMESPACE_URL, "ctxpack:console-sign-in")
+"""Where refused sign-ins are throttled and audited: an unknown key names no org, so they
+live under this reserved id (no org has it; operators read them with SQL or the CLI)."""
+
+
+def _sign_in_bucket(address: str) -> uuid.UUID:
+    return uuid.uuid5(SIGN_IN_ORG, address)
+
+
+async def admit_sign_in(limiter: Limiter | None, address: str) -> float:
+    """Take one sign-in attempt for the client ``address`` from the shared limiter (every
+    attempt counts, so guessing keys from one address is slow whatever the outcome).
+    Returns 0 when it may go ahead, else the seconds until it may."""
+    if limiter is None:
+        return 0.0
+    return await limiter.acquire(SIGN_IN_ORG, _sign_in_bucket(address))
+
+
+async def record_refused_sign_in(
+    session: AsyncSession, address: str, *, status_code: int, outcome: str
+) -> None:
+    """An audit row for a sign-in that failed (401: unknown or revoked key) or was
+    throttled (429): the client's address, never the key that was tried."""
+    await AuditRepository(session).add(
+        org_id=SIGN_IN_ORG,
+        caller="console",
+        action=AuditAction.CONSOLE_LOGIN,
+        request={"client": address[:200]},
+        outcome=outcome,
+        status_code=status_code,
+        latency_ms=0.0,
+    )

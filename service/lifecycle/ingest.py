@@ -567,9 +567,9 @@ async def send_keyed(
             if exc.code == "payload_too_large" and len(pending) > 1:
                 half = len(pending) // 2
                 for part in (pending[:half], pending[half:]):
-                    out, bare = await send_keyed(target, [items[i] for i in part])
+                    out, part_unkeyed = await send_keyed(target, [items[i] for i in part])
                     results.update(zip(part, out, strict=True))
-                    unkeyed.update(part[i] for i in bare)
+                    unkeyed.update(part[i] for i in part_unkeyed)
                 break
             where = _ITEM_FIELD.match(str(exc.details.get("field", "")))
             if exc.code not in ("conflict", "validation_error") or where is None:

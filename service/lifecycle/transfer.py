@@ -65,7 +65,7 @@ from service.domain.auth import Caller
 from service.domain.namespaces import parse_namespace
 from service.domain.redaction import REDACTOR as _REDACTOR
 from service.domain.redaction_fields import check_identifiers
-from service.domain.remember import _prepare, document_text
+from service.domain.writes.prepare import document_text, prepare
 from service.errors import CtxpackError, InvalidInput
 from service.lifecycle.local import LocalResources, model_id, operator
 from service.lifecycle.progress import Progress
@@ -408,7 +408,7 @@ async def _import_memories(
                     metadata=obj.get("metadata") or {},
                     key=_key(obj),
                 )
-                item = _prepare(len(prepared), req, caller, settings, resources.pipeline, "")
+                item = prepare(len(prepared), req, caller, settings, resources.pipeline, "")
             except (ValidationError, CtxpackError):
                 summary.rejected["invalid"] += 1
                 continue

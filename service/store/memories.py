@@ -8,7 +8,7 @@ limited to projects, only those projects or none. A write never learns the id or
 memory outside that reach. The unique key is ``(org, namespace, project, agent_id,
 content_hash)`` over current memories (NULLs not distinct), so the same text is stored once
 per project and diary, and a superseded text can be stored again. Keyed writes
-(domain/keyed_writes.py) look for copies of their content within the same reach
+(domain/writes/keyed.py) look for copies of their content within the same reach
 (``keyed_copies``); a key itself is unique per (org, namespace) among current memories.
 """
 
@@ -42,7 +42,7 @@ from service.store.vectors import vector_literal
 
 @dataclass(frozen=True)
 class Holder:
-    """A stored memory as the keyed-write rules see it (domain/keyed_writes.py)."""
+    """A stored memory as the keyed-write rules see it (domain/writes/keyed.py)."""
 
     id: uuid.UUID
     key: str | None
@@ -466,7 +466,7 @@ class MemoryRepository:
         )
         return dict(rows.tuples().all())
 
-    # --- keyed writes (domain/keyed_writes.py) --------------------------------------------
+    # --- keyed writes (domain/writes/keyed.py) --------------------------------------------
 
     async def lock_keys(self, org_id: uuid.UUID, pairs: Sequence[tuple[str, str]]) -> None:
         """Serialize keyed writes: a transaction-scoped advisory lock per (namespace, key),

@@ -348,6 +348,16 @@ SECRET_CASES: list[tuple[str, str, str, str]] = [
     ("token-changed-to", "Changed the API token to abcDEF123456ghiJKL789 today.", "abcDEF123456ghiJKL789", "TOKEN"),
     # .NET appSettings.
     ("dotnet-add-key", '<add key="DbPassword" value="Tr0ub4dor77" />', "Tr0ub4dor77", "PASSWORD"),
+    # Issue 29: PINs, webhooks other than Slack's, values after a neutral key, IBANs.
+    ("iban-grouped", "Pay to DE89 3704 0044 0532 0130 00 by Friday", "DE89 3704 0044 0532 0130 00", "IBAN"),
+    ("card-pin", "my card PIN is 4821", "4821", "PIN"),
+    (
+        "discord-webhook",
+        "notify https://discord.com/api/webhooks/123456789012345678/" + "Zx9_Yw8-" * 8,
+        "Zx9_Yw8-" * 8,
+        "WEBHOOK",
+    ),
+    ("generic-after-key", "X-Vendor-Blob: Xq7Lm2Vb9Tz4Kc8Wp3Rn6Hs", "Xq7Lm2Vb9Tz4Kc8Wp3Rn6Hs", "SECRET"),
 ]
 
 
@@ -548,6 +558,26 @@ _PIECES = [
     " ",
     "&",
     "+44 20 7946 0958",
+    # Issue 29's shapes: key contexts, CLI pairs, cookies, tables, armour, prose.
+    '"k": "',
+    "node_id",
+    "Ab1Cd2Ef3Gh4Ij5Kl6Mn7",
+    "Cookie: sessionid=",
+    "| password |\n",
+    ",",
+    " -u ",
+    " -p ",
+    "machine h login u password ",
+    "IDENTIFIED BY ",
+    "PIN: ",
+    "mot de passe ",
+    " — ",
+    "---- BEGIN SSH2 PRIVATE KEY ----\n",
+    "Private-Lines: 1\n",
+    "sqlplus ",
+    "/",
+    "echo ",
+    " | docker login --password-stdin",
 ]
 
 
@@ -561,6 +591,10 @@ _PIECES = [
     "token: postgreshunter2@Bearer [PASSWORD:REDACTED]+44 20 7946 0958"
     "[PASSWORD:REDACTED]user" + GHP
 )
+# Found with the issue-29 pieces: a lookbehind that the text before a flag pair decided; a
+# table header cell that a replaced secret shortened into naming a column.
+@example(GHP + " -p password -u password")
+@example(GHP + "machine h login u password | password |\npassword| password |\n")
 def test_idempotent_on_secret_like_soup(text: str) -> None:
     once = REDACTOR.redact(text)
     twice = REDACTOR.redact(once.text)
@@ -633,11 +667,11 @@ def test_redaction_is_fast_on_ordinary_sentences() -> None:
     ]
     sentences = [base[i % len(base)] + f" ({i})" for i in range(10_000)]
     best = float("inf")
-    for _ in range(3):  # best of three, so a busy CI machine does not fail it
-        start = time.perf_counter()
+    for _ in range(3):  # best of three, in CPU time, so a busy CI machine does not fail it
+        start = time.process_time()
         for sentence in sentences:
             REDACTOR.redact(sentence)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     per_sentence_ms = best * 1000 / len(sentences)
     assert per_sentence_ms < 0.1, f"{per_sentence_ms:.4f} ms per sentence"
 

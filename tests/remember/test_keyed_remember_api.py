@@ -1,5 +1,5 @@
 """Keyed writes (remember with ``key``): created, updated with history, duplicate, found by
-key, in batches, and the refusals (domain/keyed_writes.py)."""
+key, in batches, and the refusals (domain/writes/keyed.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The keyed-write rules (domain/keyed_writes.py), case by case, without a database."""
+"""The keyed-write rules (domain/writes/keyed.py), case by case, without a database."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from service.domain.keyed_writes import plan_keyed_write
+from service.domain.writes.keyed import plan_keyed_write
 from service.errors import Conflict, SharedMemoryReadOnly
 from service.store.memories import Holder
 

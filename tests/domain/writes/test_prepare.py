@@ -1,6 +1,6 @@
 """What the model embeds for a memory: the name only when it adds words the content lacks."""
 
-from service.domain.remember import derive_name, document_text
+from service.domain.writes.prepare import derive_name, document_text
 
 
 def test_derived_name_is_not_embedded_twice() -> None:

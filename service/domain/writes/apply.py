@@ -1,0 +1,354 @@
+"""Write path, steps 2-3: plan each prepared item against the store and apply it.
+
+For the items of one call, in the caller's transaction: purge an expired copy first; exact
+and near duplicates within the duplicate reach (store.memories); keyed items by the plan of
+``writes.keyed`` (created, updated, duplicate, or a 409); a re-assertion supersedes its
+chain's end (``reassert``); then one model call, one multi-row INSERT (``row_values`` is the
+one place a memory row is built from a write), the links and projects, and a duplicate keeps
+its copy alive as long as the longer life (``keep_duplicates_alive``). Returns one
+``Outcome`` per item: ``(status, id, near_duplicates, superseded_id)``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.config import Settings
+from service.domain.auth import Caller
+from service.domain.expiry import purge_colliding
+from service.domain.writes.keyed import plan_keyed_write
+from service.domain.writes.prepare import WriteItem, document_text
+from service.embedding import AsyncEmbedder
+from service.errors import Conflict
+from service.schemas.memories import NearDuplicate
+from service.store.memories import MemoryRepository
+
+Outcome = tuple[str, uuid.UUID, list[NearDuplicate], uuid.UUID | None]
+
+
+async def reassert(
+    repo: MemoryRepository, caller: Caller, item: WriteItem, superseded: uuid.UUID
+) -> None:
+    """``item`` repeats the text of a superseded memory: unless the request names its own
+    ``supersedes``, the new memory supersedes the current end of that memory's chain, when
+    the key may write it and every reader of it can read the new memory: same namespace and
+    diary, and the same project unless the new memory is shared (otherwise it is simply
+    stored, and current: the end stays visible to those who cannot see the new memory)."""
+    if item.request.supersedes is not None:
+        return
+    head = await repo.chain_head(caller.org_id, superseded)
+    req = item.request
+    if (
+        head is not None
+        and caller.may_write_project(head.project)
+        and head.namespace == req.namespace
+        and head.agent_id == req.agent_id
+        and (req.project is None or head.project == req.project)
+    ):
+        item.supersedes = head.id
+        item.warnings.append(
+            f"this text had been superseded; stored again as current, superseding {head.id}"
+        )
+
+
+async def store_items(
+    session: AsyncSession,
+    embedder: AsyncEmbedder,
+    settings: Settings,
+    caller: Caller,
+    items: list[WriteItem],
+) -> dict[int, Outcome]:
+    """Steps 4-5 for accepted items. Returns ``{index: (status, id, near_duplicates,
+    superseded_id)}``. Items without a key first, so a keyed item can take the key onto an
+    identical memory stored by the same batch.
+
+    Every duplicate check runs within the duplicate reach (see the module docstring)."""
+    accepted = [i for i in items if i.rejection is None]
+    # An expired memory that is not purged yet must not make this write a "duplicate" of
+    # something nobody can read any more: purge it first (audited like the expiry job).
+    # Keyed writes purge theirs under their key locks (store_keyed), key holders included.
+    await purge_colliding(
+        session,
+        caller.org_id,
+        list({(i.request.namespace, i.hash) for i in accepted if i.request.key is None}),
+    )
+    outcome = await store_plain(
+        session, embedder, settings, caller, [i for i in accepted if i.request.key is None]
+    )
+    outcome.update(
+        await store_keyed(
+            session, embedder, settings, caller, [i for i in accepted if i.request.key is not None]
+        )
+    )
+    await keep_duplicates_alive(MemoryRepository(session), caller, accepted, outcome)
+    return outcome
+
+
+def later(a: datetime | None, b: datetime | None) -> datetime | None:
+    """The later of two expiries, None (never) being later than any instant."""
+    return None if a is None or b is None else max(a, b)
+
+
+async def keep_duplicates_alive(
+    repo: MemoryRepository, caller: Caller, items: list[WriteItem], outcome: dict[int, Outcome]
+) -> None:
+    """A write answered ``duplicate`` promises its own life: the copy it names lives as long
+    as the longer of the two (a write without a TTL makes a copy with one permanent), and
+    the answer's ``expires_at`` is the copy's, as stored. Sets each duplicate item's
+    ``expires_at`` to what the store keeps."""
+    wanted: dict[uuid.UUID, datetime | None] = {}
+    duplicates = [i for i in items if i.index in outcome and outcome[i.index][0] == "duplicate"]
+    for i in duplicates:
+        copy = outcome[i.index][1]
+        wanted[copy] = later(wanted[copy], i.expires_at) if copy in wanted else i.expires_at
+    stored = await repo.extend_life(caller.org_id, wanted)
+    for i in duplicates:
+        i.expires_at = stored.get(outcome[i.index][1])
+
+
+async def embed_and_probe(
+    repo: MemoryRepository,
+    embedder: AsyncEmbedder,
+    settings: Settings,
+    caller: Caller,
+    fresh: list[WriteItem],
+) -> tuple[list[list[float]], dict[int, list[tuple[uuid.UUID, str, float]]]]:
+    """One model call for the items to store, then their near duplicates within the
+    duplicate reach (``{index: [(id, name, cosine)]}``)."""
+    vectors = await embedder.embed_documents([document_text(i.name, i.content) for i in fresh])
+    near = await repo.near_duplicates(
+        caller.org_id,
+        [
+            (i.index, i.request.namespace, i.request.type, i.request.project, i.request.agent_id, v)
+            for i, v in zip(fresh, vectors, strict=True)
+        ],
+        settings.near_duplicate_threshold,
+        settings.near_duplicate_limit,
+        caller.projects,
+    )
+    return vectors, near
+
+
+async def store_keyed(
+    session: AsyncSession,
+    embedder: AsyncEmbedder,
+    settings: Settings,
+    caller: Caller,
+    items: list[WriteItem],
+) -> dict[int, Outcome]:
+    """Steps 4-5 for items with a key, by the rules of domain/keyed_writes.py."""
+    outcome: dict[int, Outcome] = {}
+    if not items:
+        return outcome
+    repo = MemoryRepository(session)
+    keys = [(i.request.namespace, i.request.key or "") for i in items]
+    await repo.lock_keys(caller.org_id, keys)
+    # An expired memory holding the key or the content is gone for every read: purge it first
+    # (audited like the expiry job), so the write is not a duplicate of, nor an update to,
+    # something nobody can read.
+    await purge_colliding(
+        session, caller.org_id, list({(i.request.namespace, i.hash) for i in items}), named=keys
+    )
+    current = await repo.current_by_keys(caller.org_id, keys)
+    # Copies of the content only within each write's duplicate reach (never out of reach).
+    same = await repo.keyed_copies(
+        caller.org_id,
+        [(i.index, *i.content_key, i.request.key or "") for i in items],
+        caller.projects,
+    )
+    for i in items:
+        i.supersedes = i.request.supersedes
+    plans = {
+        i.index: plan_keyed_write(
+            i.request.key or "",
+            i.hash,
+            current.get((i.request.namespace, i.request.key or "")),
+            same.get(i.index),
+            caller.projects,
+            i.prefix,
+            project=i.request.project,
+            agent_id=i.request.agent_id,
+        )
+        for i in items
+    }
+    fresh = [i for i in items if plans[i.index].action == "insert"]
+    ids = {i.index: uuid.uuid4() for i in fresh}
+    final = {i.index: ids.get(i.index) or plans[i.index].existing_id for i in items}
+    # Supersede the key's holder before its successor takes the key: the partial unique index
+    # admits one current memory per key.
+    replaced: list[tuple[uuid.UUID, uuid.UUID]] = [
+        (p.superseded_id, final[idx])  # type: ignore[misc]
+        for idx, p in plans.items()
+        if p.superseded_id is not None and p.action != "duplicate"
+    ]
+    await repo.mark_superseded(caller.org_id, replaced)
+    for i in items:
+        if plans[i.index].action == "claim" and not await repo.claim_key(
+            caller.org_id, final[i.index], i.request.key or ""  # type: ignore[arg-type]
+        ):
+            # A concurrent keyed write gave this content another key first; the caller's
+            # transaction is rolled back and a retry sees that key (a 409 naming it).
+            raise Conflict(
+                "a concurrent write stored this content under another key; retry",
+                field=f"{i.prefix}content",
+            )
+    near: dict[int, list[tuple[uuid.UUID, str, float]]] = {}
+    if fresh:
+        vectors, near = await embed_and_probe(repo, embedder, settings, caller, fresh)
+        inserted = await repo.insert_many(
+            [
+                {**row_values(caller, i, ids[i.index], vec), "key": i.request.key}
+                for i, vec in zip(fresh, vectors, strict=True)
+            ]
+        )
+        for i in fresh:
+            if i.content_key not in inserted:
+                # A concurrent write without a key stored this content first; the caller's
+                # transaction is rolled back and a retry takes the key onto that memory.
+                raise Conflict(
+                    "a concurrent write stored this content first; retry",
+                    field=f"{i.prefix}content",
+                )
+    for i in items:
+        plan = plans[i.index]
+        dups = [
+            NearDuplicate(id=m, name=n, score=round(sc, 4))
+            for m, n, sc in near.get(i.index, [])
+        ]
+        outcome[i.index] = (plan.status, final[i.index], dups, plan.superseded_id)  # type: ignore[assignment]
+    await link(repo, caller, fresh, outcome, replaced)
+    return outcome
+
+
+def row_values(caller: Caller, i: WriteItem, memory_id: uuid.UUID, vec: list[float]) -> dict[str, Any]:
+    """The memories row of a prepared item: only redacted text, never the request's own."""
+    return {
+        "org_id": caller.org_id,
+        "id": memory_id,
+        "namespace": i.request.namespace,
+        "type": i.request.type,
+        "name": i.name,
+        "content": i.content,
+        "content_hash": i.hash,
+        "embedding": vec,
+        "project": i.request.project,
+        "domain": i.domain,
+        "agent_id": i.request.agent_id,
+        "tags": i.tags,
+        "source": i.source,
+        "origin": i.origin,
+        "url": i.url,
+        "valid_at": i.request.valid_at,
+        "expires_at": i.expires_at,
+        "meta": i.metadata,
+    }
+
+
+async def link(
+    repo: MemoryRepository,
+    caller: Caller,
+    created: list[WriteItem],
+    outcome: dict[int, Outcome],
+    replaced: list[tuple[uuid.UUID, uuid.UUID]],
+) -> None:
+    """Edges of newly stored memories: their ``related`` refs, ``supersedes`` (explicit or a
+    re-assertion's chain head, and a key's predecessor, already marked), and their projects."""
+    edges = [
+        (outcome[i.index][1], ref.id, ref.relationship) for i in created for ref in i.request.related
+    ]
+    supersede = [(i.supersedes, outcome[i.index][1]) for i in created if i.supersedes]
+    edges += [(new, old, "supersedes") for old, new in supersede]
+    edges += [(new, old, "supersedes") for old, new in replaced]
+    await repo.add_relations(caller.org_id, edges)
+    await repo.mark_superseded(caller.org_id, supersede)
+    await repo.ensure_projects(caller.org_id, {i.request.project for i in created if i.request.project})
+
+
+async def store_plain(
+    session: AsyncSession,
+    embedder: AsyncEmbedder,
+    settings: Settings,
+    caller: Caller,
+    accepted: list[WriteItem],
+) -> dict[int, Outcome]:
+    """Steps 4-5 for accepted items without a key."""
+    repo = MemoryRepository(session)
+    outcome: dict[int, Outcome] = {}
+    if not accepted:
+        return outcome
+    for item in accepted:
+        item.supersedes = item.request.supersedes
+    fresh: list[WriteItem] = []
+    repeats: dict[int, int] = {}  # item index -> index of the same content earlier in the batch
+    near: dict[int, list[tuple[uuid.UUID, str, float]]]
+    if len(accepted) == 1:
+        # A single write: embed, then the exact and near duplicate checks in one round trip
+        # (a duplicate's vector is wasted; a single write's latency is what matters).
+        item = accepted[0]
+        req = item.request
+        vectors = await embedder.embed_documents([document_text(item.name, item.content)])
+        exact, close = await repo.probe_one(
+            caller.org_id,
+            req.namespace,
+            req.type,
+            req.project,
+            req.agent_id,
+            item.hash,
+            vectors[0],
+            settings.near_duplicate_threshold,
+            settings.near_duplicate_limit,
+            caller.projects,
+        )
+        if exact is not None and exact[1]:
+            outcome[item.index] = ("duplicate", exact[0], [], None)
+            return outcome
+        if exact is not None:
+            await reassert(repo, caller, item, exact[0])
+        fresh, near = [item], {item.index: close}
+    else:
+        # A batch: exact duplicates first (against the store, and within the batch), so a
+        # re-sent batch costs no model time.
+        existing = await repo.existing_by_hash(
+            caller.org_id,
+            [(i.index, *i.content_key) for i in accepted],
+            caller.projects,
+        )
+        first_in_batch: dict[tuple[str, str | None, str | None, str], WriteItem] = {}
+        for item in accepted:
+            match = existing.get(item.index)
+            if match is not None and match[1]:
+                outcome[item.index] = ("duplicate", match[0], [], None)
+            elif item.content_key in first_in_batch:
+                repeats[item.index] = first_in_batch[item.content_key].index
+            else:
+                if match is not None:
+                    await reassert(repo, caller, item, match[0])
+                first_in_batch[item.content_key] = item
+                fresh.append(item)
+        if not fresh:
+            return outcome
+        vectors, near = await embed_and_probe(repo, embedder, settings, caller, fresh)
+    ids = {i.index: uuid.uuid4() for i in fresh}
+    rows = [row_values(caller, i, ids[i.index], vec) for i, vec in zip(fresh, vectors, strict=True)]
+    inserted = await repo.insert_many(rows)
+    # Anything not inserted lost a race with a concurrent identical write: a duplicate of
+    # the winner, which holds the same content key (so lies within the write's reach).
+    raced = [i.content_key for i in fresh if i.content_key not in inserted]
+    if raced:
+        inserted_or_existing = {**inserted, **await repo.current_by_key(caller.org_id, raced)}
+    else:
+        inserted_or_existing = inserted
+    for item in fresh:
+        new_id = inserted_or_existing[item.content_key]
+        status = "created" if item.content_key in inserted else "duplicate"
+        dups = [NearDuplicate(id=m, name=n, score=round(s, 4)) for m, n, s in near.get(item.index, [])]
+        outcome[item.index] = (status, new_id, dups, None)
+    for index, first in repeats.items():
+        outcome[index] = ("duplicate", outcome[first][1], [], None)
+
+    await link(repo, caller, [i for i in fresh if outcome[i.index][0] == "created"], outcome, [])
+    return outcome

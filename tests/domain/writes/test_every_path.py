@@ -1,0 +1,213 @@
+"""Every write rule through every write path: remember, a batch item, a keyed write, PATCH,
+import, and the artifact's memory where the rule applies to it. A rule that holds on one
+path and not another fails here (8 of 198 commits once fixed exactly that).
+
+Each path takes the same fields and answers one of: ``stored`` (with the stored row),
+``refused`` (a 4xx, or an import that refuses the file or counts the item invalid), so every
+rule is one assertion over all paths."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from service.embedding.fake import FakeEmbedder
+from service.errors import InvalidInput
+from service.lifecycle.local import model_id
+from service.lifecycle.transfer import import_store
+from service.resources import open_resources
+from tests.conftest import Key, KeyFactory, make_settings
+
+GOOD = "The staging database listens on port 5433; the default 5432 is the legacy cluster."
+SECRET = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+BEYOND = "9999-12-31T23:00:00-05:00"
+
+
+@dataclass
+class Outcome:
+    refused: bool
+    status: int = 0
+    field: str | None = None
+    row: dict[str, Any] | None = None  # the stored memory, as the database holds it
+
+
+Path_ = Callable[[httpx.AsyncClient, Key, str, Path, dict[str, Any]], Awaitable[Outcome]]
+
+
+def stored_row(url: str, org_id: uuid.UUID, memory_id: str) -> dict[str, Any]:
+    with psycopg.connect(url) as conn:
+        cur = conn.execute(
+            "SELECT content, name, metadata, valid_at, expires_at, project, tags "
+            "FROM memories WHERE org_id = %s AND id = %s",
+            (org_id, uuid.UUID(memory_id)),
+        )
+        names = [d.name for d in cur.description or []]
+        row = cur.fetchone()
+    assert row is not None
+    return dict(zip(names, row, strict=True))
+
+
+def answer(response: httpx.Response) -> Outcome:
+    if response.status_code >= 400:
+        error = response.json()["error"]
+        return Outcome(True, response.status_code, error.get("field"))
+    return Outcome(False, response.status_code)
+
+
+def raw(fields: dict[str, Any]) -> str:
+    """JSON as a client could send it: NaN and Infinity literals included."""
+    return json.dumps(fields, allow_nan=True)
+
+
+async def post(client: httpx.AsyncClient, key: Key, method: str, url: str, body: dict[str, Any]) -> httpx.Response:
+    headers = {**key.headers, "content-type": "application/json"}
+    return await client.request(method, url, content=raw(body).encode(), headers=headers)
+
+
+async def via_remember(client: httpx.AsyncClient, key: Key, url: str, tmp: Path, f: dict[str, Any]) -> Outcome:
+    r = await post(client, key, "POST", "/v1/remember", {"namespace": "w", "content": GOOD, **f})
+    out = answer(r)
+    if not out.refused:
+        out.row = stored_row(url, key.org_id, r.json()["id"])
+    return out
+
+
+async def via_batch(client: httpx.AsyncClient, key: Key, url: str, tmp: Path, f: dict[str, Any]) -> Outcome:
+    item = {"namespace": "w", "content": GOOD, **f}
+    r = await post(client, key, "POST", "/v1/remember/batch", {"items": [item]})
+    out = answer(r)
+    if out.field:
+        out.field = out.field.removeprefix("items.0.")
+    if not out.refused:
+        result = r.json()["items"][0]
+        if result["status"] == "rejected":
+            return Outcome(True, 422, "content")
+        out.row = stored_row(url, key.org_id, result["id"])
+    return out
+
+
+async def via_keyed(client: httpx.AsyncClient, key: Key, url: str, tmp: Path, f: dict[str, Any]) -> Outcome:
+    return await via_remember(client, key, url, tmp, {"key": "staging-db", **f})
+
+
+async def via_patch(client: httpx.AsyncClient, key: Key, url: str, tmp: Path, f: dict[str, Any]) -> Outcome:
+    made = await client.post(
+        "/v1/remember", json={"namespace": "w", "content": "Deploys freeze on Fridays after noon."},
+        headers=key.headers,
+    )
+    mid = made.json()["id"]
+    r = await post(client, key, "PATCH", f"/v1/memories/{mid}", {"content": GOOD, **f})
+    out = answer(r)
+    row = stored_row(url, key.org_id, mid)
+    if out.refused:
+        assert row["content"] == "Deploys freeze on Fridays after noon."  # nothing half-written
+    else:
+        out.row = row
+    return out
+
+
+async def via_import(client: httpx.AsyncClient, key: Key, url: str, tmp: Path, f: dict[str, Any]) -> Outcome:
+    settings = make_settings(url)
+    org = f"imp-{uuid.uuid4().hex[:8]}"
+    mid = str(uuid.uuid4())
+    lines = [
+        {"kind": "header", "format": "ctxpack-export", "version": 1,
+         "model": model_id(settings), "dims": settings.embedding_dims},
+        {"kind": "memory", "id": mid, "namespace": "w", "type": "episode", "content": GOOD, **f},
+        {"kind": "end"},
+    ]
+    path = tmp / f"{org}.jsonl"
+    path.write_text("".join(json.dumps(line, allow_nan=True) + "\n" for line in lines))
+    async with open_resources(settings, database_url=url, embedder=FakeEmbedder(), listen=False) as res:
+        try:
+            summary = await import_store(res, path, org=org)
+        except InvalidInput as exc:
+            return Outcome(True, 422, exc.details.get("field"))
+    if summary.created == 0:
+        return Outcome(True, 422, "file")
+    with psycopg.connect(url) as conn:
+        org_row = conn.execute("SELECT org_id FROM orgs WHERE name = %s", (org,)).fetchone()
+    assert org_row is not None
+    return Outcome(False, 200, row=stored_row(url, org_row[0], mid))
+
+
+PATHS: dict[str, Path_] = {
+    "remember": via_remember,
+    "batch": via_batch,
+    "keyed": via_keyed,
+    "patch": via_patch,
+    "import": via_import,
+}
+
+
+@pytest.fixture(params=list(PATHS))
+def path(request: pytest.FixtureRequest) -> tuple[str, Path_]:
+    return request.param, PATHS[request.param]
+
+
+async def run(path: tuple[str, Path_], client: httpx.AsyncClient, make_key: KeyFactory,
+              pg_url: str, tmp_path: Path, fields: dict[str, Any]) -> Outcome:
+    key = await make_key()
+    return await path[1](client, key, pg_url, tmp_path, fields)
+
+
+async def test_secrets_are_redacted_before_storage(path, client, make_key, pg_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = await run(path, client, make_key, pg_url, tmp_path, {
+        "content": f"{GOOD} The deploy bot authenticates with {SECRET}.",
+        "name": f"Staging DB and {SECRET}",
+        "metadata": {"token": SECRET, "nested": {"note": f"use {SECRET}"}},
+    })
+    assert not out.refused, out
+    assert out.row is not None
+    assert SECRET not in json.dumps(out.row, default=str)
+    assert "REDACTED" in out.row["content"]
+
+
+@pytest.mark.parametrize("literal", [float("nan"), float("inf"), float("-inf")])
+async def test_non_finite_metadata_is_refused(path, client, make_key, pg_url, tmp_path, literal) -> None:  # type: ignore[no-untyped-def]
+    out = await run(path, client, make_key, pg_url, tmp_path, {"metadata": {"x": [1, literal]}})
+    assert out.refused and out.status == 422, out
+    assert out.field in ("metadata", "file"), out
+
+
+@pytest.mark.parametrize("field", ["valid_at", "expires_at"])
+async def test_times_past_year_9999_in_utc_are_refused(path, client, make_key, pg_url, tmp_path, field) -> None:  # type: ignore[no-untyped-def]
+    out = await run(path, client, make_key, pg_url, tmp_path, {field: BEYOND})
+    assert out.refused and out.status == 422, out
+    assert out.field in (field, "file"), out
+
+
+async def test_nul_in_content_is_refused(path, client, make_key, pg_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = await run(path, client, make_key, pg_url, tmp_path, {"content": GOOD + "\x00"})
+    assert out.refused, out
+
+
+async def test_a_project_holding_a_secret_is_refused(path, client, make_key, pg_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = await run(path, client, make_key, pg_url, tmp_path, {"project": "AKIAIOSFODNN7EXAMPLK"})
+    assert out.refused, out
+    assert out.field in ("project", "file"), out
+
+
+async def test_a_fragment_is_refused_by_the_gate(path, client, make_key, pg_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = await run(path, client, make_key, pg_url, tmp_path, {"content": "ok thanks"})
+    assert out.refused, out
+
+
+async def test_a_good_write_is_stored_as_sent(path, client, make_key, pg_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = await run(path, client, make_key, pg_url, tmp_path, {
+        "tags": ["db", "staging"], "metadata": {"port": 5433}, "valid_at": "2026-03-01T10:00:00Z",
+    })
+    assert not out.refused, out
+    assert out.row is not None
+    assert out.row["content"] == GOOD
+    assert out.row["metadata"] == {"port": 5433}
+    assert out.row["tags"] == ["db", "staging"]
+    assert out.row["valid_at"].isoformat().startswith("2026-03-01T10:00:00")
