@@ -216,6 +216,11 @@ def bm25_ctes(scope_n: str, lex_tail: str = "") -> list[str]:
     Args:
         scope_n: SQL for N, the number of memories in scope (idf's denominator).
         lex_tail: appended to ``lex`` after its GROUP BY (an ORDER BY / LIMIT cap).
+
+    The sums add their terms in lexeme order: floating-point addition is not associative,
+    and a plan that meets the rows in another order (another node, another table size, a
+    Citus shard) would otherwise give a share a few ulps apart, enough to swap two tied
+    memories at a pack's cut-off.
     """
     return [
         # One tsquery per goal lexeme, quoted as tsquery input wants (quotes and
@@ -241,8 +246,9 @@ def bm25_ctes(scope_n: str, lex_tail: str = "") -> list[str]:
             LEFT JOIN (SELECT DISTINCT lexeme, df FROM tf) d USING (lexeme))""",
         f"""lex AS (
             SELECT tf.id,
-                   sum(i.idf * tf.tf * (:k1 + 1) / (tf.tf + :k1 * (1 - :b + :b * tf.rel_len)))
-                     / nullif((SELECT sum(idf) FROM idf) * (:k1 + 1), 0) AS share,
+                   sum(i.idf * tf.tf * (:k1 + 1) / (tf.tf + :k1 * (1 - :b + :b * tf.rel_len))
+                       ORDER BY tf.lexeme)
+                     / nullif((SELECT sum(idf ORDER BY lexeme) FROM idf) * (:k1 + 1), 0) AS share,
                    array_agg(tf.lexeme ORDER BY i.idf DESC, tf.lexeme) AS matched
             FROM tf JOIN idf i USING (lexeme)
             GROUP BY tf.id
