@@ -33,7 +33,7 @@ test: $(STAMP)
 # once into a cache outside the clone, starts the cluster, runs, stops it (docs/scaling.md).
 # Needs clang. CITUS_SRC: the Citus source dir (default ../shared/citus).
 test-citus: $(STAMP)
-	PYTHON_BIN=$(BIN)/python scripts/test_citus.sh
+	PYTHON_BIN=$(BIN)/python tools/test_citus.sh
 
 test-slow: $(STAMP)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/pytest -m slow -q
@@ -81,7 +81,7 @@ bench: $(BENCH_STAMP)
 # A PNG of each console page on a seeded demo store, in docs/screenshots/ (needs Debian's
 # chromium and chromium-driver).
 screenshots: $(STAMP)
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH=. $(BIN)/python scripts/screenshots.py
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH=. $(BIN)/python tools/screenshots.py
 
 # Server-side render time of each console page at CONSOLE_BENCH_MEMORIES memories.
 CONSOLE_BENCH_MEMORIES ?= 100000
@@ -90,7 +90,7 @@ console-bench: $(STAMP)
 		--memories $(CONSOLE_BENCH_MEMORIES)
 
 lint: $(STAMP)
-	$(BIN)/ruff check service tests scripts bench
+	$(BIN)/ruff check service tests tools bench
 	$(BIN)/mypy service
 
 clean:

@@ -18,6 +18,12 @@
 - ``bench.client_speed``: the Python client's writes (keyed, batched) against a server;
 - ``bench.stats``: the one percentile definition every report uses.
 
-Seeding that bypasses the API (COPY) goes through ``service.store.bulk``. The files in
-``scripts/`` are thin wrappers that run these modules.
+- ``bench.context_speed``: context latency and throughput over HTTP on a seeded store;
+- ``bench.phase_timings``: where a context or write call spends its time, phase by phase;
+- ``bench.embed_speed``: the embedder's throughput, per backend and precision;
+- ``bench.peers_smoke``: a quick check that the peers (LangGraph, mem0) run here.
+
+Seeding that bypasses the API (COPY) goes through ``service.store.bulk``. Every module runs
+as ``python -m bench.<name>``; ``tools/`` holds only repo tools (the settings table, the
+README's results, screenshots).
 """

@@ -10,7 +10,7 @@ Measures, in fresh namespaces (so no write is a duplicate):
    with new content (updated): p50 and p95 latency of each.
 
 Usage (a server started with ``ctxpack serve``; its admin key):
-    python scripts/client_speed.py --url http://127.0.0.1:8099 --key ctx_... --items 2000
+    python -m bench.client_speed --url http://127.0.0.1:8099 --key ctx_... --items 2000
 """
 
 from __future__ import annotations

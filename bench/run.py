@@ -1520,7 +1520,7 @@ def fmt(v: Any, nd: int = 1) -> str:
 
 
 def render_tables(res: dict[str, Any]) -> str:
-    """The results as plain-text tables (also used by scripts/readme_results.py as Markdown)."""
+    """The results as plain-text tables (also used by tools/readme_results.py as Markdown)."""
     return "\n".join(markdown_tables(res))
 
 

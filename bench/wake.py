@@ -25,7 +25,7 @@ What it does:
    seeds only what is missing) over N/100 users straight into the table (COPY through
    ``service.store.bulk.copy_memories``;
    LoCoMo turns embedded once by the service's embedder, plus a little noise, as
-   scripts/context_speed.py seeds), then times wake packs over HTTP, one at a time, at
+   bench/context_speed.py seeds), then times wake packs over HTTP, one at a time, at
    random users' task namespaces: no goal, a generic goal, a specific goal (a LoCoMo
    question), and recall packs with the same questions for comparison.
 

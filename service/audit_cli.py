@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 _TIME = TypeAdapter(datetime)
 
 
-def _time(field: str, value: str | None) -> datetime | None:
+def time_arg(field: str, value: str | None) -> datetime | None:
     if value is None:
         return None
     try:
@@ -46,8 +46,8 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
     from service.domain import audit as audit_service
 
     if args.audit_command == "export":
-        since = _time("since", args.since)
-        until = _time("until", args.until)
+        since = time_arg("since", args.since)
+        until = time_arg("until", args.until)
         if since and until and until <= since:
             raise InvalidInput("until", "--until must be later than --since")
 

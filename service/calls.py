@@ -151,6 +151,7 @@ class CallRunner:
         *,
         request: dict[str, Any] | None = None,
         started: float | None = None,
+        transport: Transport = Transport.HTTP,
     ) -> None:
         """Take one token of the caller's rate limit, or refuse the call.
 
@@ -158,6 +159,7 @@ class CallRunner:
             request: what the refusal's audit row keeps of the request (method and route
                 template over HTTP; the tool over MCP stdio).
             started: when the call started (``time.perf_counter()``), for its latency.
+            transport: the face the call came through, recorded in the refusal's row.
 
         Raises:
             RateLimited: the key's bucket is empty (429, ``retry_after`` in whole seconds).
@@ -175,7 +177,7 @@ class CallRunner:
             ctx.started = started
         ctx.request = dict(request or {})
         await self.record_failure(
-            ctx, 429, "rate_limited", {"retry_after": retry_after}, transport=Transport.HTTP
+            ctx, 429, "rate_limited", {"retry_after": retry_after}, transport=transport
         )
         raise RateLimited(
             f"Rate limit exceeded: this key may make {limiter.per_minute} calls a minute; "
@@ -189,12 +191,13 @@ class CallRunner:
         *,
         request: dict[str, Any] | None = None,
         started: float | None = None,
+        transport: Transport = Transport.HTTP,
     ) -> Caller:
         """Steps 1-2 for a token; an already-resolved ``Caller`` is returned as it is."""
         if isinstance(credential, Caller):
             return credential
         caller = await self.authenticate(credential)
-        await self.admit(caller, request=request, started=started)
+        await self.admit(caller, request=request, started=started, transport=transport)
         return caller
 
     # --- 3. unit of work -------------------------------------------------------------------
@@ -291,7 +294,7 @@ class CallRunner:
         Raises:
             whatever the call raised, after its failure row is written.
         """
-        caller = await self.caller_for(credential, request=request)
+        caller = await self.caller_for(credential, request=request, transport=transport)
         ctx = AuditContext(action=action, caller=caller)
         try:
             async with self.unit_of_work(pool, primary=primary) as session:
@@ -310,7 +313,7 @@ class CallRunner:
         transport: Transport = Transport.MCP,
     ) -> None:
         """Audit a call refused before it reached the domain (invalid arguments)."""
-        caller = await self.caller_for(credential)
+        caller = await self.caller_for(credential, transport=transport)
         status, code, details = failure_of(error)
         ctx = AuditContext(action=action, caller=caller)
         await self.record_failure(ctx, status, code, details, transport=transport)

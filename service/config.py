@@ -1,7 +1,7 @@
 """Settings: every knob ctxpack has, its environment variable and its default.
 
 Each field reads ``CTXPACK_<FIELD>`` (upper case). The README's configuration table is
-generated from this class (``python scripts/settings_table.py``), so the two never drift.
+generated from this class (``python tools/settings_table.py``), so the two never drift.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class _CoreSettings(BaseSettings):
         2,
         description="CPU threads one encode call may use. On 2 cores, 2 makes a single write "
         "~30% faster and bf16 batches ~1.5x faster than 1; the threads never spin, so the "
-        "HTTP server still gets the CPU between operators (see scripts/embed_speed.py).",
+        "HTTP server still gets the CPU between operators (see bench/embed_speed.py).",
     )
     embed_concurrency: int = Field(
         1, description="Encode calls allowed to run at once (off the event loop)."

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import uuid
 
+import httpx
+import psycopg
 import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service.app import create_app
 from service.calls import CallRunner, Transport, failure_of, outcome_of, parse_bearer
 from service.domain import keys as key_service
 from service.domain.audit import AuditAction, AuditContext
 from service.domain.auth import Caller
+from service.embedding.fake import FakeEmbedder
 from service.errors import AuthenticationError, GateRejected, InvalidInput, NotFound
 from service.resources import Resources
-from tests.conftest import Key
+from tests.conftest import Key, KeyFactory, make_settings
 from tests.hardening.conftest import AppFactory, SqlRows
 from tests.hardening.conftest import app_with as app_with  # the fixture
 from tests.hardening.conftest import sql as sql  # the fixture
@@ -134,3 +138,36 @@ async def test_the_rate_limit_refuses_and_audits(
         k=key.key_id,
     )
     assert [(r[0], r[1], r[2]) for r in rows] == [("refused", 429, {"tool": "list"})]
+
+
+async def test_a_rate_limit_row_names_the_face_it_came_through(
+    pg_url: str, make_key: KeyFactory
+) -> None:
+    """Every face is admitted by the runner, and its refusal row says which face it was
+    (the runner labelled every one ``http``)."""
+    from tests.console.conftest import csrf_of
+    from tests.mcp.test_mcp_http_asgi import HEADERS, INIT
+
+    key = await make_key()
+    settings = make_settings(pg_url, rate_limit_per_minute=1, rate_limit_burst=1,
+                             audit_prune_interval_seconds=0)
+    application = create_app(settings, embedder=FakeEmbedder(), database_url=pg_url)
+    async with application.router.lifespan_context(application):
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            assert (await client.post("/mcp", json=INIT, headers={**HEADERS, **key.headers})).status_code == 200
+            assert (await client.post("/mcp", json=INIT, headers={**HEADERS, **key.headers})).status_code == 429
+        other = await make_key(org=key.org)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            form = await client.get("/ui/login")
+            signed = await client.post("/ui/login", data={"csrf": csrf_of(form.text), "key": other.key},
+                                       follow_redirects=False)
+            assert signed.status_code == 303
+            assert (await client.get("/ui/")).status_code == 429
+        with psycopg.connect(pg_url) as conn:
+            rows = conn.execute(
+                "SELECT key_id, details->>'transport' FROM audit_events WHERE org_id = %s "
+                "AND action = 'rate_limited'", (key.org_id,),
+            ).fetchall()
+    faces = {str(k): t for k, t in rows}
+    assert faces == {str(key.key_id): "mcp", str(other.key_id): "console"}

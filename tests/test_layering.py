@@ -230,3 +230,36 @@ def test_the_rules_catch_what_they_should() -> None:
     assert SQL.search("LISTEN ctxpack_keys")
     assert not SQL.search("select the memories that matter")
     assert not SQL.search("Update the namespace")
+
+
+def _private_imports(module: str) -> list[str]:
+    """``from service.x import _y`` in ``module`` where ``service.x`` is another module."""
+    tree = ast.parse(MODULES[module].read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("service"):
+            if node.module == module:
+                continue
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"{module}: from {node.module} import {alias.name}")
+    return found
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    """A private name used elsewhere is public in all but name: make it public or move it."""
+    found = [line for m in sorted(MODULES) for line in _private_imports(m)]
+    assert found == []
+
+
+def test_one_store_method_writes_memory_rows() -> None:
+    """``MemoryRepository.insert_rows`` is the only INSERT into memories (the benchmarks'
+    bulk COPY in store/bulk.py aside): a write rule can't be skipped by another INSERT."""
+    writes = re.compile(r"insert\(\s*Memory\s*\)|(?i:INSERT\s+INTO\s+memories\b)|(?<![\w.])Memory\(")
+    found = [
+        name for name, path in MODULES.items()
+        if name not in ("service.store.memories", "service.store.models")
+        and writes.search(path.read_text())
+    ]
+    assert found == []
+    assert len(writes.findall(MODULES["service.store.memories"].read_text())) == 1

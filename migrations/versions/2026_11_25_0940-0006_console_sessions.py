@@ -46,7 +46,7 @@ def upgrade() -> None:
     op.create_index(
         "ix_console_sessions_org_id_key_id", "console_sessions", ["org_id", "key_id"], unique=False
     )
-    # The console's pages at 100k memories (scripts/console_bench.py): newest-first listing,
+    # The console's pages at 100k memories (bench/console_bench.py): newest-first listing,
     # counts by type, supersession chains walked backwards.
     op.create_index(
         "ix_memories_org_id_created_at", "memories", ["org_id", "created_at"], unique=False

@@ -55,7 +55,9 @@ class ConsoleCalls:
         """The key's rate limit, as for a Bearer call (the runner skips it for a caller
         that is already resolved, so the console takes its token here)."""
         await self.runner.admit(
-            self.caller, request={"method": self.request.method, "path": self.request.url.path}
+            self.caller,
+            request={"method": self.request.method, "path": self.request.url.path},
+            transport=Transport.CONSOLE,
         )
 
     async def run(self, action: AuditAction | str, fn: Work[T], *, pack: bool = False) -> T:

@@ -16,7 +16,7 @@ the score gaps that tell a strong lexical hit from a weak one.
 The relevance gate keeps a candidate when ``cosine >= relevance_floor`` (0.30) or when it
 matches the goal's terms (``lexical >= MIN_LEXICAL_SHARE``) with ``cosine >=
 lexical_relevance_floor`` (0.20). How the floors were chosen: docs/context.md, "Calibrating
-the relevance floor", reproduced by ``scripts/locomo_eval.py --calibrate``.
+the relevance floor", reproduced by ``bench/locomo_eval.py --calibrate``.
 """
 
 from __future__ import annotations

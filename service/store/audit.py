@@ -119,7 +119,7 @@ def _under(prefix: str) -> ColumnElement[bool]:
     )
 
 
-def _conditions(f: AuditFilter) -> list[ColumnElement[bool]]:
+def filter_conditions(f: AuditFilter) -> list[ColumnElement[bool]]:
     conds: list[ColumnElement[bool]] = [AuditEvent.org_id == f.org_id]
     if f.action is not None:
         conds.append(AuditEvent.action == f.action)
@@ -165,11 +165,11 @@ class AuditRepository:
 
     async def get(self, f: AuditFilter, audit_id: uuid.UUID) -> AuditEvent | None:
         """One row by id, or None when it does not exist or ``f`` does not cover it."""
-        stmt = select(AuditEvent).where(*_conditions(f), AuditEvent.id == audit_id)
+        stmt = select(AuditEvent).where(*filter_conditions(f), AuditEvent.id == audit_id)
         return (await self.session.execute(stmt)).scalar_one_or_none()
 
     async def count(self, f: AuditFilter) -> int:
-        stmt = select(func.count()).select_from(AuditEvent).where(*_conditions(f))
+        stmt = select(func.count()).select_from(AuditEvent).where(*filter_conditions(f))
         return int((await self.session.execute(stmt)).scalar_one())
 
     async def list(
@@ -186,7 +186,7 @@ class AuditRepository:
         ``after`` is a keyset position ``(created_at, id)``: only rows strictly beyond it in
         the listing order are returned, so concurrent inserts never shift a page.
         """
-        stmt = select(AuditEvent).where(*_conditions(f))
+        stmt = select(AuditEvent).where(*filter_conditions(f))
         key = tuple_(AuditEvent.created_at, AuditEvent.id)
         if after is not None:
             position = tuple_(literal(after[0]), literal(after[1]))
@@ -206,7 +206,7 @@ class AuditRepository:
             return []
         stmt = (
             select(AuditEvent)
-            .where(*_conditions(f), AuditEvent.id.in_(ids))
+            .where(*filter_conditions(f), AuditEvent.id.in_(ids))
             .order_by(AuditEvent.created_at.asc(), AuditEvent.id.asc())
         )
         return builtins.list((await self.session.execute(stmt)).scalars())
@@ -217,7 +217,7 @@ class AuditRepository:
         """``(id, created_at)`` of the rows ``f`` covers created at or after ``since``."""
         stmt = (
             select(AuditEvent.id, AuditEvent.created_at)
-            .where(*_conditions(f), AuditEvent.created_at >= since)
+            .where(*filter_conditions(f), AuditEvent.created_at >= since)
             .order_by(AuditEvent.created_at.asc(), AuditEvent.id.asc())
         )
         return [(i, at) for i, at in (await self.session.execute(stmt)).all()]

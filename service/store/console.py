@@ -15,7 +15,7 @@ from sqlalchemy import Integer, case, cast, delete, func, literal, select, text,
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.store.audit import AuditFilter, _conditions
+from service.store.audit import AuditFilter, filter_conditions
 from service.store.memories import live, namespace_scope, project_scope, under_namespace
 from service.store.models import ApiKey, AuditEvent, ConsoleSession, Memory
 from service.store.retrieval import Scope, scope_params, scope_sql
@@ -251,7 +251,7 @@ class ConsoleReadRepository:
         )
         stmt = (
             select(day, func.count(), gated)
-            .where(*_conditions(f), AuditEvent.action == "context")
+            .where(*filter_conditions(f), AuditEvent.action == "context")
             .group_by(day)
             .order_by(day)
         )
@@ -277,7 +277,7 @@ class ConsoleReadRepository:
             else_=cast(literal("{}"), JSONB),
         )
         batch = func.jsonb_each_text(batch_src).table_valued("key", "value").lateral("b")
-        conds = [*_conditions(f), AuditEvent.rejection_count > 0]
+        conds = [*filter_conditions(f), AuditEvent.rejection_count > 0]
         q1 = (
             select(day, single.c.value.label("reason"), literal(1).label("n"))
             .select_from(AuditEvent)
@@ -316,7 +316,7 @@ class ConsoleReadRepository:
             select(day, label, func.sum(count))
             .select_from(AuditEvent)
             .join(elems, true())
-            .where(*_conditions(f), AuditEvent.redaction_count > 0)
+            .where(*filter_conditions(f), AuditEvent.redaction_count > 0)
             .group_by(day, label)
             .order_by(day, label)
         )

@@ -26,6 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import aggregate_order_by, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service.store.memories import MemoryRepository
 from service.store.models import Artifact, AuditEvent, Memory, Relation
 
 # Rows fetched per round trip when streaming (server-side cursor).
@@ -330,10 +331,8 @@ class LifecycleRepository:
     async def insert_memories(self, rows: list[dict[str, Any]]) -> set[uuid.UUID]:
         """Insert imported memories as they are (ids and times kept); a row whose id or
         content is already in its namespace is skipped. Returns the ids inserted."""
-        if not rows:
-            return set()
-        stmt = insert(Memory).values(rows).on_conflict_do_nothing().returning(Memory.id)
-        return set((await self.session.execute(stmt)).scalars().all())
+        inserted = await MemoryRepository(self.session).insert_rows(rows, skip="existing")
+        return {mid for mid, _ in inserted}
 
     async def insert_relations(self, org_id: uuid.UUID, edges: list[dict[str, Any]]) -> int:
         """Edges whose both ends exist; an edge already there (same id or same triple) is

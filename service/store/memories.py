@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import (
     ColumnElement,
@@ -397,22 +397,41 @@ class MemoryRepository:
         near.sort(key=lambda n: -n[2])
         return exact, near
 
-    async def insert_many(self, rows: list[dict[str, Any]]) -> dict[ContentKey, uuid.UUID]:
-        """Insert memories, skipping exact duplicates (same content key) that raced in.
-        Returns ``{(namespace, project, agent_id, content_hash): id}`` of the rows inserted."""
+    async def insert_rows(
+        self, rows: list[dict[str, Any]], *, skip: Literal["duplicates", "existing"] | None
+    ) -> list[tuple[uuid.UUID, ContentKey]]:
+        """The one statement that writes memory rows (remember, batch, keyed writes, import,
+        the artifact's memory; only benchmarks' bulk COPY bypasses it): one multi-row INSERT.
+
+        Args:
+            skip: ``duplicates``: a row whose content key (namespace, project, diary, hash)
+                a current memory holds is skipped (an identical write that raced in);
+                ``existing``: a row whose id or content key is already there is skipped
+                (import's idempotence); None: any conflict raises.
+
+        Returns:
+            ``(id, content key)`` of each row inserted.
+        """
         if not rows:
-            return {}
-        stmt = (
-            insert(Memory)
-            .values(rows)
-            .on_conflict_do_nothing(
+            return []
+        stmt = insert(Memory).values(rows)
+        if skip == "duplicates":
+            stmt = stmt.on_conflict_do_nothing(
                 index_elements=["org_id", "namespace", "project", "agent_id", "content_hash"],
                 index_where=Memory.superseded_by.is_(None),
             )
-            .returning(Memory.namespace, Memory.project, Memory.agent_id, Memory.content_hash, Memory.id)
+        elif skip == "existing":
+            stmt = stmt.on_conflict_do_nothing()
+        returning = stmt.returning(
+            Memory.id, Memory.namespace, Memory.project, Memory.agent_id, Memory.content_hash
         )
-        result = await self.session.execute(stmt)
-        return {(ns, pr, ag, h): mid for ns, pr, ag, h, mid in result.all()}
+        result = await self.session.execute(returning)
+        return [(mid, (ns, pr, ag, h)) for mid, ns, pr, ag, h in result.all()]
+
+    async def insert_many(self, rows: list[dict[str, Any]]) -> dict[ContentKey, uuid.UUID]:
+        """``insert_rows`` skipping raced duplicates: ``{content key: id}`` of the rows
+        inserted."""
+        return {key: mid for mid, key in await self.insert_rows(rows, skip="duplicates")}
 
     async def add_relations(self, org_id: uuid.UUID, edges: Sequence[tuple[uuid.UUID, uuid.UUID, str]]) -> None:
         if not edges:

@@ -131,7 +131,7 @@ class RankedPack:
     scope_rows: int
 
 
-_MEMORY_COLUMNS = (
+MEMORY_COLUMNS = (
     "id",
     "namespace",
     "type",
@@ -264,7 +264,7 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
     use_vec = plan.mode in ("hybrid", "vector")
     use_lex = plan.mode in ("hybrid", "lexical")
     in_scope = scope_sql("m", scope)
-    cols = ", ".join(f"m.{c}" for c in _MEMORY_COLUMNS)
+    cols = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
     qvec = "CAST(:qvec AS vector)"
     ctes: list[str] = []
     if use_lex:

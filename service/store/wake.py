@@ -38,7 +38,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store.retrieval import (
-    _MEMORY_COLUMNS,
+    MEMORY_COLUMNS,
     SCOPE_N_SQL,
     RankingPlan,
     Scope,
@@ -172,7 +172,7 @@ def build_wake_sql(scope: Scope, plan: WakePlan | None = None) -> str:
     it scores a goal, and how."""
     pool_scope = scope_sql("m", replace(scope, include_superseded=True, types=None))
     live = "" if scope.include_superseded else "AND p.superseded_by IS NULL"
-    cols = ", ".join(f"m.{c}" for c in _MEMORY_COLUMNS)
+    cols = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
     goal = plan.goal if plan is not None else None
     # A goal's inputs are read with the chain's rows, in the one pass over them: the
     # distance to the goal's vector (cast once, an InitPlan) and the full-text vector.

@@ -364,3 +364,50 @@ async def test_the_same_words_twice_are_one_memory(app: FastAPI, pg_url: str, ke
     stored = keyed(pg_url, key.org_id)
     for namespace in ("one-batch:s1", "across:s1", "local:s1"):
         assert sorted(r[1] for r in stored if r[0] == namespace) == ["a1", "a2", "a3"]
+
+
+@pytest.mark.parametrize(
+    ("stamp", "order", "zone", "expected"),
+    [
+        ("29.12.2023, 00:51:12", "auto", "UTC", "2023-12-29T00:51:12+00:00"),
+        ("03.04.2023 10:00", "auto", "UTC", "2023-04-03T10:00:00+00:00"),
+        ("03/04/2023 10:00", "auto", "UTC", "2023-03-04T10:00:00+00:00"),
+        ("03/04/2023 10:00", "dmy", "UTC", "2023-04-03T10:00:00+00:00"),
+        ("03.04.2023 10:00", "mdy", "UTC", "2023-03-04T10:00:00+00:00"),
+        ("12/29/2023 12:51 AM", "auto", "UTC", "2023-12-29T00:51:00+00:00"),
+        ("Fri, 29 Dec 2023 00:51:12 +0100", "auto", "UTC", "2023-12-29T00:51:12+01:00"),
+        ("1:56 pm on 8 May, 2023", "auto", "UTC", "2023-05-08T13:56:00+00:00"),
+        ("May 8, 2023 3pm", "auto", "UTC", "2023-05-08T15:00:00+00:00"),
+        ("03.04.2023 10:00", "auto", "Europe/Lisbon", "2023-04-03T10:00:00+01:00"),
+        ("2023-07-01 09:30", "auto", "+02:00", "2023-07-01T09:30:00+02:00"),
+        ("2024-04-02T09:00:00Z", "auto", "Europe/Lisbon", "2024-04-02T09:00:00+00:00"),
+        ("1700000000", "auto", "UTC", "2023-11-14T22:13:20+00:00"),
+        ("5", "auto", "UTC", None),
+        ("10:00", "auto", "UTC", None),
+        ("December 2023", "auto", "UTC", None),
+        ("yesterday-ish", "auto", "UTC", None),
+    ],
+)
+def test_timestamps_as_people_write_them(stamp: str, order: str, zone: str, expected: str | None) -> None:
+    from service.lifecycle.ingest import parse_time, parse_zone
+
+    when = parse_time(stamp, order=order, zone=parse_zone(zone))
+    assert (when.isoformat() if when else None) == expected
+
+
+async def test_unparsed_timestamps_are_counted_not_dropped_silently(pg_url: str, key: Key, tmp_path: Path) -> None:
+    rows = [
+        {"text": "We switched the CI runners to arm64 to cut the build bill in half.", "speaker": "Ana",
+         "timestamp": "29.12.2023, 00:51:12", "session": 1},
+        {"text": "The staging cluster now autoscales between two and six nodes.", "speaker": "Ana",
+         "timestamp": "sometime in spring", "session": 1},
+    ]
+    fmt, turns = read_turns("\n".join(json.dumps(r) for r in rows))
+    async with local_target(pg_url, key) as target:
+        summary = await ingest(turns, target, Mapping("tim"), fmt, checkpoint=Checkpoint(None),
+                               summary=IngestSummary())
+    assert summary.created == 2
+    assert summary.unparsed_timestamps == 1 and summary.unparsed_samples == ["sometime in spring"]
+    assert "timestamps not understood" in summary.text()
+    dated = [r for r in memories(pg_url, key.org_id) if r[2] is not None]
+    assert len(dated) == 1 and dated[0][2].isoformat() == "2023-12-29T00:51:12+00:00"

@@ -9,7 +9,7 @@ supersession, a redacted secret, gate rejections, context calls), then signs in 
 each page. Needs Debian's chromium and chromium-driver.
 
 Usage:
-    python scripts/screenshots.py [--out docs/screenshots] [--embedder fake]
+    python tools/screenshots.py [--out docs/screenshots] [--embedder fake]
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ lexical is roughly the cost of embedding the goal.
         CTXPACK_QUERY_CACHE_SIZE=0 ctxpack serve                         # prints a key
 
 (The goal cache off: a second run would otherwise find its goals' vectors cached.)
-    python scripts/context_speed.py --url http://127.0.0.1:8765 --key ctxp_... \\
+    python -m bench.context_speed --url http://127.0.0.1:8765 --key ctxp_... \\
         --data-dir /tmp/ctxspeed --seed
 """
 
@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from bench.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "bench" / "locomo"
@@ -184,7 +186,7 @@ async def measure(
     latencies.sort()
 
     def q(p: float) -> float:
-        return round(latencies[min(len(latencies) - 1, int(p * len(latencies)))], 2)
+        return round(percentile(latencies, p * 100), 2)
 
     return {
         "p50_ms": q(0.50), "p90_ms": q(0.90), "p99_ms": q(0.99), "max_ms": round(latencies[-1], 2),

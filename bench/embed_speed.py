@@ -27,7 +27,7 @@ CPU ms per single-text call ("1 cpu"; on a busy machine the CPU columns are the
 stable ones), and
 min/mean cosine vs the torch reference over all docs.
 
-Usage:  python scripts/embed_speed.py [--docs 500] [--singles 300]
+Usage:  python -m bench.embed_speed [--docs 500] [--singles 300]
                                       [--only st-torch-t1,ort-int8-t1] [--threads 1,2]
 """
 

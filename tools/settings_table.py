@@ -1,7 +1,7 @@
 """Regenerate the README's configuration table from service.config.Settings.
 
-python scripts/settings_table.py          # print the table
-python scripts/settings_table.py --write  # replace it in README.md between the markers
+python tools/settings_table.py          # print the table
+python tools/settings_table.py --write  # replace it in README.md between the markers
 """
 
 from __future__ import annotations

@@ -6,10 +6,10 @@ Each phase (auth, embedding, scope probe, ranking statement, audit row, markdown
 remember the duplicate probe, insert and audit) is timed by wrapping the function that does
 it; the table gives p50 and mean per phase over the measured calls.
 
-    python scripts/phase_timings.py --data-dir /tmp/ctxspeed --key ctxp_... \\
+    python -m bench.phase_timings --data-dir /tmp/ctxspeed --key ctxp_... \\
         [--call context|remember] [--retrieval hybrid|lexical] [--requests 400]
 
-Use a store seeded by ``scripts/context_speed.py --seed`` (users ``speed-u0`` ..). Goals are
+Use a store seeded by ``bench/context_speed.py --seed`` (users ``speed-u0`` ..). Goals are
 LoCoMo questions, remembered texts LoCoMo turns with a random suffix (so none is a
 duplicate). The goal cache is off.
 """
@@ -29,6 +29,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench.stats import percentile  # noqa: E402
+
 DATA = ROOT.parent / "shared" / "bench" / "locomo"
 
 TIMES: dict[str, list[float]] = collections.defaultdict(list)
@@ -129,7 +132,7 @@ async def run(args: argparse.Namespace) -> None:
     for label, values in sorted(TIMES.items(), key=lambda kv: -sum(kv[1])):
         values.sort()
         print(
-            f"{label:28s} {len(values):6d} {values[len(values) // 2]:8.2f} "
+            f"{label:28s} {len(values):6d} {percentile(values, 50):8.2f} "
             f"{sum(values) / len(values):8.2f}"
         )
 

@@ -1,0 +1,123 @@
+"""Tests mirror modules: ``service/<path>/<module>.py`` is tested in
+``tests/<path>/test_<module>.py``, so a newcomer finds a module's tests where the module is.
+
+``UNMIRRORED`` lists the modules that have no such file yet. It only shrinks: a module
+that gains its mirror must leave the list (the test says so), and a new module must come
+with its mirror. Scenario suites that cut across modules live under ``tests/e2e/``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+UNMIRRORED = {
+    "service/api/artifacts.py",
+    "service/api/audit.py",
+    "service/api/context.py",
+    "service/api/deps.py",
+    "service/api/docs.py",
+    "service/api/errors.py",
+    "service/api/health.py",
+    "service/api/json_guard.py",
+    "service/api/lifecycle.py",
+    "service/api/memories.py",
+    "service/api/metrics.py",
+    "service/api/openapi.py",
+    "service/api/routers.py",
+    "service/api/whoami.py",
+    "service/app.py",
+    "service/audit_cli.py",
+    "service/bench_cli.py",
+    "service/cache.py",
+    "service/config.py",
+    "service/console/calls.py",
+    "service/console/charts.py",
+    "service/console/mount.py",
+    "service/console/pages.py",
+    "service/console/security.py",
+    "service/domain/artifacts.py",
+    "service/domain/audit/record.py",
+    "service/domain/audit/replay.py",
+    "service/domain/audit/retention.py",
+    "service/domain/audit/trail.py",
+    "service/domain/auth.py",
+    "service/domain/caller_cache.py",
+    "service/domain/console.py",
+    "service/domain/context.py",
+    "service/domain/erase.py",
+    "service/domain/expiry.py",
+    "service/domain/keys.py",
+    "service/domain/memories.py",
+    "service/domain/rate_limit.py",
+    "service/domain/redaction_fields.py",
+    "service/domain/redaction_normalize.py",
+    "service/domain/remember.py",
+    "service/domain/wake.py",
+    "service/domain/writes/apply.py",
+    "service/embedding/base.py",
+    "service/embedding/fake.py",
+    "service/embedding/minilm.py",
+    "service/embedding/remote.py",
+    "service/errors.py",
+    "service/lifecycle/local.py",
+    "service/lifecycle/progress.py",
+    "service/logs.py",
+    "service/mcp/backends.py",
+    "service/mcp/cli.py",
+    "service/mcp/http.py",
+    "service/mcp/inputs.py",
+    "service/mcp/limits.py",
+    "service/mcp/results.py",
+    "service/mcp/server.py",
+    "service/mcp/tools.py",
+    "service/metrics.py",
+    "service/resources.py",
+    "service/schemas/artifacts.py",
+    "service/schemas/audit.py",
+    "service/schemas/common.py",
+    "service/schemas/context.py",
+    "service/schemas/lifecycle.py",
+    "service/schemas/memories.py",
+    "service/store/artifacts.py",
+    "service/store/audit.py",
+    "service/store/bulk.py",
+    "service/store/console.py",
+    "service/store/database.py",
+    "service/store/keys.py",
+    "service/store/lifecycle.py",
+    "service/store/memories.py",
+    "service/store/models.py",
+    "service/store/probes.py",
+    "service/store/rate_limits.py",
+    "service/store/retrieval.py",
+    "service/store/revocations.py",
+    "service/store/vectors.py",
+    "service/store/wake.py",
+}
+
+
+def _mirror(module: Path) -> Path:
+    rel = module.relative_to(ROOT / "service")
+    return ROOT / "tests" / rel.parent / f"test_{rel.stem}.py"
+
+
+def _modules() -> list[Path]:
+    return [
+        p for p in sorted((ROOT / "service").rglob("*.py"))
+        if p.name not in ("__init__.py", "__main__.py")
+    ]
+
+
+def test_every_new_module_has_its_mirror() -> None:
+    missing = [
+        str(p.relative_to(ROOT)) for p in _modules()
+        if not _mirror(p).exists() and str(p.relative_to(ROOT)) not in UNMIRRORED
+    ]
+    assert missing == [], "add tests/<same path>/test_<module>.py for these"
+
+
+def test_the_allow_list_only_shrinks() -> None:
+    modules = {str(p.relative_to(ROOT)): p for p in _modules()}
+    stale = sorted(m for m in UNMIRRORED if m not in modules or _mirror(modules[m]).exists())
+    assert stale == [], "these have a mirror now (or are gone): take them off UNMIRRORED"
