@@ -12,6 +12,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 UNMIRRORED = {
+    "service/cli/bench.py",
+    "service/cli/common.py",
+    "service/cli/mcp.py",
     "service/api/artifacts.py",
     "service/api/audit.py",
     "service/api/context.py",
@@ -27,8 +30,6 @@ UNMIRRORED = {
     "service/api/routers.py",
     "service/api/whoami.py",
     "service/app.py",
-    "service/audit_cli.py",
-    "service/bench_cli.py",
     "service/cache.py",
     "service/config.py",
     "service/console/calls.py",
@@ -64,7 +65,6 @@ UNMIRRORED = {
     "service/lifecycle/progress.py",
     "service/logs.py",
     "service/mcp/backends.py",
-    "service/mcp/cli.py",
     "service/mcp/http.py",
     "service/mcp/inputs.py",
     "service/mcp/limits.py",

@@ -20,6 +20,9 @@ def install(app: FastAPI, settings: Settings) -> None:
     from service.api import artifacts  # POST /v1/artifacts, GET /v1/artifacts/{id}?fields=
 
     app.include_router(artifacts.router)
+    from service.api import tool_results  # POST /v1/tool-results, POST /v1/assemble
+
+    app.include_router(tool_results.router)
     from service.api import audit  # the audit trail (its retention job runs in app.py)
 
     app.include_router(audit.router)

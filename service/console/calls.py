@@ -60,7 +60,7 @@ class ConsoleCalls:
             transport=Transport.CONSOLE,
         )
 
-    async def run(self, action: AuditAction | str, fn: Work[T], *, pack: bool = False) -> T:
+    async def run(self, action: AuditAction, fn: Work[T], *, pack: bool = False) -> T:
         """Run ``fn(session, ctx)`` as one audited call named ``action``: the key's rate
         limit first, then the runner's unit of work; ``fn``'s domain function writes the
         success row in the call's transaction, and the runner writes the failure row."""
@@ -72,7 +72,7 @@ class ConsoleCalls:
 
         return await self.runner.run(
             self.caller,
-            AuditAction(action),
+            action,
             work,
             pool="pack" if pack else "write",
             # A person who just edited a memory sees it: the console never reads a replica.

@@ -347,7 +347,7 @@ async def memories(request: Request) -> Response:
             text_query=filters["q"],
         )
 
-    result = await calls.run("list", work)
+    result = await calls.run(AuditAction.LIST, work)
     keep = {k: v for k, v in filters.items() if v}
     return _page(
         request,
@@ -375,7 +375,7 @@ async def memory(request: Request, memory_id: str) -> Response:
         )
         return item, chain, trail
 
-    item, chain, trail = await calls.run("memory_get", work)
+    item, chain, trail = await calls.run(AuditAction.MEMORY_GET, work)
     return _page(request, console, "memory.html", m=item, chain=chain, trail=trail)
 
 
@@ -397,7 +397,7 @@ async def edit_form(request: Request, memory_id: str) -> Response:
     console.caller.require("write")
     mid = _uuid(memory_id)
     item = await calls.run(
-        "memory_get", lambda s, ctx: memory_service.get_memory(s, console.caller, mid, ctx)
+        AuditAction.MEMORY_GET, lambda s, ctx: memory_service.get_memory(s, console.caller, mid, ctx)
     )
     return _page(
         request,
@@ -443,7 +443,7 @@ async def edit(request: Request, memory_id: str) -> Response:
         return out, list(ctx.request.get("redactions", [])), ctx.audit_id
 
     try:
-        item, redactions, audit_id = await calls.run("memory_update", work)
+        item, redactions, audit_id = await calls.run(AuditAction.MEMORY_UPDATE, work)
     except GateRejected as exc:
         # Re-show the form as sent (no second read: one call, one audit row).
         current = _Sent(
@@ -492,7 +492,7 @@ async def forget_form(request: Request, memory_id: str) -> Response:
     console.caller.require("write")
     mid = _uuid(memory_id)
     item = await calls.run(
-        "memory_get", lambda s, ctx: memory_service.get_memory(s, console.caller, mid, ctx)
+        AuditAction.MEMORY_GET, lambda s, ctx: memory_service.get_memory(s, console.caller, mid, ctx)
     )
     return _page(request, console, "forget.html", m=item)
 
@@ -505,7 +505,7 @@ async def forget(request: Request, memory_id: str) -> Response:
     if form.get("confirm") != "yes":
         raise InvalidInput("confirm", "tick the box to confirm")
     result = await calls.run(
-        "delete", lambda s, ctx: memory_service.delete_memory(s, console.caller, mid, ctx)
+        AuditAction.DELETE, lambda s, ctx: memory_service.delete_memory(s, console.caller, mid, ctx)
     )
     return _page(request, console, "forgotten.html", result=result)
 
@@ -567,7 +567,7 @@ async def pack(request: Request) -> Response:
             )
         return resp, misses
 
-    resp, misses = await calls.run("context", work, pack=True)
+    resp, misses = await calls.run(AuditAction.CONTEXT, work, pack=True)
     shown = {
         k: form.get(k, "") for k in ("goal", "namespace", "intent", "layer", "limit", "budget")
     }
@@ -646,7 +646,7 @@ async def replay(request: Request, audit_id: str) -> Response:
         names.update({i.id: i.name for i in new_items})
         return result, before, new_items, names
 
-    result, before, after, names = await calls.run("replay", work, pack=True)
+    result, before, after, names = await calls.run(AuditAction.REPLAY, work, pack=True)
     added = {i.id for i in result.diff.added}
     dropped = {i.id for i in result.diff.dropped}
     moved = {c.id: c for c in result.diff.rank_changes}
@@ -717,7 +717,7 @@ async def create_key(request: Request) -> Response:
             namespace_prefixes=prefixes,
         )
 
-    created = await calls.run("key_create", work)
+    created = await calls.run(AuditAction.KEY_CREATE, work)
     rows = await calls.read(lambda s: console_service.list_keys(s, console.caller))
     return _page(request, console, "keys.html", keys=rows, created=created)
 
@@ -728,7 +728,7 @@ async def revoke_key(request: Request, key_id: str) -> Response:
     await _form(request, console)
     kid = _uuid(key_id)
     await calls.run(
-        "key_revoke",
+        AuditAction.KEY_REVOKE,
         lambda s, ctx: console_service.revoke_key(
             s, console.caller, ctx, kid, cache=calls.state.callers
         ),

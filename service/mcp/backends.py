@@ -25,16 +25,19 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.calls import CallFn, Pool, Transport
 from service.domain import artifacts as artifact_service
+from service.domain import assemble as assemble_service
 from service.domain import context as context_service
 from service.domain import erase as erase_service
 from service.domain import memories as memory_service
 from service.domain import remember as remember_service
+from service.domain import tool_results as tool_result_service
 from service.domain.audit import AuditAction, AuditContext
 from service.domain.auth import Caller
 from service.errors import AuthenticationError, CtxpackError, ServiceUnavailable
 from service.mcp.inputs import ListMemoriesInput, RecallArtifactInput
 from service.resources import Resources
 from service.schemas.artifacts import ArtifactFields
+from service.schemas.assemble import AssembleRequest, AssembleResponse
 from service.schemas.context import ContextRequest, ContextResponse
 from service.schemas.lifecycle import EraseReceipt
 from service.schemas.memories import (
@@ -43,6 +46,7 @@ from service.schemas.memories import (
     RememberRequest,
     RememberResponse,
 )
+from service.schemas.tool_results import ToolResultRequest, ToolResultResponse
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -82,6 +86,12 @@ class Backend(Protocol):
     async def recall_artifact(
         self, rc: RequestContext, query: RecallArtifactInput
     ) -> ArtifactFields: ...
+
+    async def tool_result(
+        self, rc: RequestContext, req: ToolResultRequest
+    ) -> ToolResultResponse: ...
+
+    async def assemble(self, rc: RequestContext, req: AssembleRequest) -> AssembleResponse: ...
 
     async def refused(self, rc: RequestContext, action: AuditAction, error: CtxpackError) -> None:
         """Record a call refused before it reached the domain (invalid arguments)."""
@@ -195,6 +205,26 @@ class LocalBackend:
 
         return await self._call(rc, AuditAction.ARTIFACT, run)
 
+    async def tool_result(self, rc: RequestContext, req: ToolResultRequest) -> ToolResultResponse:
+        res = self.resources
+
+        async def run(
+            session: AsyncSession, caller: Caller, ctx: AuditContext
+        ) -> ToolResultResponse:
+            return await tool_result_service.envelope_call(session, res.embedder, caller, ctx, req)
+
+        return await self._call(rc, AuditAction.TOOL_RESULT, run)
+
+    async def assemble(self, rc: RequestContext, req: AssembleRequest) -> AssembleResponse:
+        res = self.resources
+
+        async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> AssembleResponse:
+            return await assemble_service.assemble(
+                session, res.embedder, res.settings, caller, ctx, req
+            )
+
+        return await self._call(rc, AuditAction.ASSEMBLE, run, "pack")
+
 
 class RemoteBackend:
     """Forwards each call to a ctxpack's HTTP API, presenting the key as a Bearer token."""
@@ -271,6 +301,14 @@ class RemoteBackend:
             ArtifactFields,
             params={k: v for k, v in params.items() if v is not None},
         )
+
+    async def tool_result(self, rc: RequestContext, req: ToolResultRequest) -> ToolResultResponse:
+        body = req.model_dump(mode="json", exclude_unset=True)
+        return await self._request("POST", "/v1/tool-results", ToolResultResponse, json=body)
+
+    async def assemble(self, rc: RequestContext, req: AssembleRequest) -> AssembleResponse:
+        body = req.model_dump(mode="json", exclude_unset=True)
+        return await self._request("POST", "/v1/assemble", AssembleResponse, json=body)
 
 
 __all__ = [

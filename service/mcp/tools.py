@@ -31,8 +31,10 @@ from service.mcp.inputs import (
 )
 from service.mcp.limits import clip_field, dumps, fit_items, limit_text
 from service.mcp.results import ok
+from service.schemas.assemble import AssembleRequest
 from service.schemas.context import ContextResponse
 from service.schemas.memories import RememberRequest
+from service.schemas.tool_results import ToolResultRequest
 
 Run = Callable[[Backend, RequestContext, Any], Awaitable[types.CallToolResult]]
 
@@ -347,6 +349,51 @@ async def _recall_artifact(
     return ok(payload, text=limited.text)
 
 
+# --- tool_result and assemble -----------------------------------------------------------------
+
+TOOL_RESULT_DESCRIPTION = """\
+Pass a tool's raw output through the envelope before you (or another model) read it: secrets \
+and personal data are redacted first, then the output is trimmed to `budget_tokens` (default \
+800). Logs keep their first and last lines and every line that carries an error (tracebacks, \
+ERROR, FAILED, exit codes), with a marker where lines were dropped; JSON stays valid JSON: \
+long arrays keep their first items and the items that carry errors and say how many were \
+dropped, long strings are shortened, keys are kept. Name `fields` (dotted paths such as \
+`items.status.phase`) to keep only those, or set `strategy: summary` for the shape alone.
+
+Returns the tool message `{role: "tool", tool_call_id, content}` with `tokens_before`, \
+`tokens_after`, `cuts` (what was dropped, and why), `missing_fields`, `redactions` (labels and \
+counts, never the values) and `audit_id`. The text of the result is `content` itself.
+"""
+
+ASSEMBLE_DESCRIPTION = """\
+Build the messages of one model call within one token budget, in OpenAI chat format: the \
+`system` prompt, the conversation so far (`messages`), the `user_message`, a context pack \
+(`memory`: goal and namespace, as `context` takes them), task state (`task_state`: artifact \
+ids and the fields needed) and `tool_results` (each through the `tool_result` envelope), each \
+tool message right after the assistant message that called it.
+
+Over budget, the least valuable layer is cut first: the oldest history, then memory, then \
+task state; tool results are trimmed last and never dropped. The system prompt and the user \
+message are never cut (error `validation_error` on `budget_tokens` when they alone exceed it) \
+but are redacted. Returns `{messages, used_tokens, utilisation, layers, cuts, cut_order, \
+tool_results, redactions, audit_id}`.
+"""
+
+
+async def _tool_result(
+    backend: Backend, rc: RequestContext, args: ToolResultRequest
+) -> types.CallToolResult:
+    result = await backend.tool_result(rc, args)
+    return ok(result.model_dump(mode="json"), text=result.content)
+
+
+async def _assemble(
+    backend: Backend, rc: RequestContext, args: AssembleRequest
+) -> types.CallToolResult:
+    result = await backend.assemble(rc, args)
+    return ok(result.model_dump(mode="json"))
+
+
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="wake",
@@ -415,6 +462,26 @@ TOOLS: tuple[ToolSpec, ...] = (
         action=AuditAction.ERASE,
         run=_erase_namespace,
         destructive=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="tool_result",
+        title="Trim and redact a tool result",
+        description=TOOL_RESULT_DESCRIPTION,
+        input_model=ToolResultRequest,
+        action=AuditAction.TOOL_RESULT,
+        run=_tool_result,
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="assemble",
+        title="Assemble a model call's messages",
+        description=ASSEMBLE_DESCRIPTION,
+        input_model=AssembleRequest,
+        action=AuditAction.ASSEMBLE,
+        run=_assemble,
+        read_only=True,
         idempotent=True,
     ),
 )

@@ -19,7 +19,9 @@ def snippets() -> dict[str, str]:
 
 
 def test_the_readme_has_each_example() -> None:
-    assert set(snippets()) == {"client", "langchain", "langgraph-store", "openai-agents"}
+    assert set(snippets()) == {
+        "client", "langchain", "langgraph-store", "openai-agents", "tool-results"
+    }
 
 
 # What each example must print: evidence it talked to the server.
@@ -29,6 +31,8 @@ EXPECT = {
     "langgraph-store": ["{'via': 'chat', 'content': 'Alice edits code in the Neovim editor.'}", "['editor']",
                         "created memory ", "Tuesdays and Thursdays"],
     "openai-agents": ["'context'", "'remember'", "Feature flags are read at request time"],
+    "tool-results": ["['GITHUB_TOKEN']", "[GITHUB_TOKEN:REDACTED]", "ERROR ledger refused the write",
+                     "call_2 True"],
 }
 
 

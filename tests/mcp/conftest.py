@@ -121,6 +121,7 @@ def live_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 ALL_TOOLS = {
     "wake", "context", "remember", "recall_artifact", "list_memories", "forget", "erase_namespace",
+    "tool_result", "assemble",
 }
 
 
@@ -162,6 +163,35 @@ async def exercise_every_tool(client: Client, base_url: str, key: str, namespace
         "recall_artifact", {"artifact_id": artifact_id, "fields": ["tries"]}
     )
     assert structured(fields)["fields"] == {"tries": 3}
+
+    secret = "ghp_" + "M1n2B3v4C5x6Z7l8K9j0H1g2F3d4S5a6P7o8"
+    log = "\n".join(
+        [f"curl -H 'Authorization: Bearer {secret}' https://api.internal/x"]
+        + [f"INFO request {i} served" for i in range(400)]
+        + ["ERROR ledger refused the write", "exit code 1"]
+    )
+    trimmed = await client.call_tool(
+        "tool_result",
+        {"tool_call_id": "call_1", "tool_name": "logs", "result": log, "budget_tokens": 120},
+    )
+    assert not trimmed.is_error, trimmed
+    envelope = structured(trimmed)
+    assert envelope["role"] == "tool" and envelope["tool_call_id"] == "call_1"
+    assert envelope["tokens_after"] <= 120 and secret not in str(envelope)
+    assert "ERROR ledger refused the write" in trimmed.content[0].text
+    assembled = await client.call_tool(
+        "assemble",
+        {
+            "budget_tokens": 2000,
+            "user_message": "why did the write fail?",
+            "memory": goal,
+            "tool_results": [{"tool_call_id": "call_2", "tool_name": "logs", "result": log}],
+        },
+    )
+    assert not assembled.is_error, assembled
+    messages = structured(assembled)["messages"]
+    assert [m["role"] for m in messages][-2:] == ["assistant", "tool"]
+    assert secret not in str(messages)
 
     listed = structured(await client.call_tool("list_memories", {"namespace": namespace}))
     assert memory_id in [m["id"] for m in listed["items"]]

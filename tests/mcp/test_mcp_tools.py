@@ -37,6 +37,8 @@ async def test_lists_the_tools_with_schemas_from_the_http_models(
         "list_memories",
         "forget",
         "erase_namespace",
+        "tool_result",
+        "assemble",
     }
     assert tools["remember"].input_schema == RememberRequest.model_json_schema()
     context_fields = set(ContextRequest.model_json_schema()["properties"])

@@ -26,6 +26,7 @@ from ctxpack_client._core import (
     Config,
     answer_wait,
     as_request,
+    assemble_body,
     chunks,
     context_request,
     dump,
@@ -35,12 +36,15 @@ from ctxpack_client._core import (
     params,
     parse,
     remember_request,
+    tool_result_body,
 )
 from ctxpack_client.models import (
     ArtifactCreate,
     ArtifactCreated,
     ArtifactDeleted,
     ArtifactFields,
+    AssembleRequest,
+    AssembleResponse,
     AuditEvent,
     AuditEventSummary,
     AuditPage,
@@ -56,6 +60,8 @@ from ctxpack_client.models import (
     RememberRequest,
     RememberResponse,
     ReplayResponse,
+    ToolResultRequest,
+    ToolResultResponse,
     WhoAmI,
 )
 
@@ -193,6 +199,21 @@ class Client:
     def wake(self, namespace: str, goal: str | None = None, **fields: Any) -> ContextResponse:
         """The compact, stable session-start pack (``layer="wake"``); the goal is optional."""
         return self.context(goal, namespace, layer="wake", **fields)
+
+    def tool_result(
+        self, tool_call_id: str | ToolResultRequest, tool_name: str | None = None, result: Any = None, **fields: Any
+    ) -> ToolResultResponse:
+        """Pass one tool result through the envelope: redacted, then trimmed to
+        ``budget_tokens`` (``fields``: budget_tokens, strategy, fields). ``.message()`` is the
+        tool message for the next model call."""
+        body = tool_result_body(tool_call_id, tool_name, result, fields)
+        return self._call("POST", "/v1/tool-results", ToolResultResponse, json=body)
+
+    def assemble(self, budget_tokens: int | AssembleRequest, **fields: Any) -> AssembleResponse:
+        """The messages of one model call within ``budget_tokens`` (``fields``: system,
+        user_message, memory={goal, namespace, ...}, task_state, tool_results, messages),
+        and the budget report. ``.messages`` is ready for a chat API."""
+        return self._call("POST", "/v1/assemble", AssembleResponse, json=assemble_body(budget_tokens, fields))
 
     def memories(
         self,
@@ -406,6 +427,15 @@ class AsyncClient:
 
     async def wake(self, namespace: str, goal: str | None = None, **fields: Any) -> ContextResponse:
         return await self.context(goal, namespace, layer="wake", **fields)
+
+    async def tool_result(
+        self, tool_call_id: str | ToolResultRequest, tool_name: str | None = None, result: Any = None, **fields: Any
+    ) -> ToolResultResponse:
+        body = tool_result_body(tool_call_id, tool_name, result, fields)
+        return await self._call("POST", "/v1/tool-results", ToolResultResponse, json=body)
+
+    async def assemble(self, budget_tokens: int | AssembleRequest, **fields: Any) -> AssembleResponse:
+        return await self._call("POST", "/v1/assemble", AssembleResponse, json=assemble_body(budget_tokens, fields))
 
     async def memories(
         self,

@@ -17,10 +17,12 @@ from pydantic import BaseModel
 
 from ctxpack_client import errors
 from ctxpack_client.models import (
+    AssembleRequest,
     ContextRequest,
     RememberBatchResponse,
     RememberManyResult,
     RememberRequest,
+    ToolResultRequest,
 )
 
 T = TypeVar("T", bound=BaseModel)
@@ -159,6 +161,50 @@ def raise_for_error(response: httpx.Response) -> None:
 def dump(model: BaseModel) -> dict[str, Any]:
     """A request body: JSON-ready, without the fields left at None."""
     return model.model_dump(mode="json", exclude_none=True)
+
+
+def _finite(value: Any) -> Any:
+    """NaN and the infinities as the strings the server renders them as (JSON has none)."""
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _tool_result_json(req: ToolResultRequest) -> dict[str, Any]:
+    body = req.model_dump(mode="json", exclude_none=True, exclude={"result"})
+    body["result"] = _finite(req.result)  # kept when None: a tool may answer null
+    return body
+
+
+def tool_result_body(
+    tool_call_id: str | ToolResultRequest, tool_name: str | None, result: Any, fields: dict[str, Any]
+) -> dict[str, Any]:
+    """The body of POST /v1/tool-results."""
+    if isinstance(tool_call_id, ToolResultRequest):
+        return _tool_result_json(tool_call_id)
+    if tool_name is None:
+        raise ValueError("tool_name is required")
+    return _tool_result_json(
+        ToolResultRequest(tool_call_id=tool_call_id, tool_name=tool_name, result=result, **fields)
+    )
+
+
+def assemble_body(budget_tokens: int | AssembleRequest, fields: dict[str, Any]) -> dict[str, Any]:
+    """The body of POST /v1/assemble (tool results as ``ToolResultRequest`` or dicts)."""
+    req = (
+        budget_tokens
+        if isinstance(budget_tokens, AssembleRequest)
+        else AssembleRequest(budget_tokens=budget_tokens, **fields)
+    )
+    body = req.model_dump(mode="json", exclude_none=True, exclude={"tool_results"})
+    body["tool_results"] = [_tool_result_json(r) for r in req.tool_results]
+    return body
 
 
 def params(**values: Any) -> dict[str, Any]:

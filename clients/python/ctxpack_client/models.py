@@ -409,6 +409,142 @@ class ErrorResponse(_Response):
     error: ErrorBody
 
 
+# --- tool results and assemble ----------------------------------------------------------------
+
+Strategy = Literal["auto", "text", "json", "fields", "summary", "first_n"]
+AssembleLayer = Literal["system", "user", "history", "memory", "task_state", "tool_results"]
+
+
+class ToolResultRequest(_Request):
+    """One tool's raw output for the envelope: redacted, then trimmed to ``budget_tokens``."""
+
+    tool_call_id: str
+    tool_name: str
+    result: Any
+    budget_tokens: int = 800
+    strategy: Strategy = "auto"
+    fields: list[str] | None = None
+
+
+class ToolResultCut(_Response):
+    what: Literal["lines", "items", "chars", "keys", "fields", "values", "tokens"]
+    dropped: int
+    detail: str
+
+
+class RedactionCount(_Response):
+    label: str
+    count: int
+
+
+class ToolResultResponse(_Response):
+    """The tool message (``role``, ``tool_call_id``, ``content``) and what the envelope did."""
+
+    role: Literal["tool"] = "tool"
+    tool_call_id: str
+    content: str
+    tool_name: str
+    strategy: Strategy
+    content_type: Literal["json", "text"]
+    tokenizer: str
+    budget_tokens: int
+    tokens_before: int
+    tokens_after: int
+    bytes_before: int
+    bytes_after: int
+    trimmed: bool
+    cuts: list[ToolResultCut] = Field(default_factory=list)
+    missing_fields: list[str] = Field(default_factory=list)
+    redactions: list[RedactionCount] = Field(default_factory=list)
+    audit_id: uuid.UUID | None = None
+
+    def message(self) -> dict[str, str]:
+        """The tool message alone, ready for a chat API's ``messages``."""
+        return {"role": "tool", "tool_call_id": self.tool_call_id, "content": self.content}
+
+
+class ToolCallFunction(_Request):
+    name: str
+    arguments: str = "{}"
+
+
+class ToolCall(_Request):
+    id: str
+    type: Literal["function"] = "function"
+    function: ToolCallFunction
+
+
+class ChatMessage(_Request):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+
+class TaskStateRef(_Request):
+    artifact_id: uuid.UUID
+    fields: list[str] | None = None
+    namespace: str | None = None
+
+
+class AssembleRequest(_Request):
+    budget_tokens: int
+    system: str | None = None
+    user_message: str | None = None
+    memory: ContextRequest | None = None
+    task_state: list[TaskStateRef] = Field(default_factory=list)
+    tool_results: list[ToolResultRequest] = Field(default_factory=list)
+    messages: list[ChatMessage] = Field(default_factory=list)
+
+
+class LayerReport(_Response):
+    layer: AssembleLayer
+    tokens: int
+    requested_tokens: int
+    messages: int
+    status: Literal["kept", "trimmed", "dropped", "absent", "empty"]
+
+
+class AssembleCut(_Response):
+    layer: AssembleLayer
+    action: Literal["dropped", "trimmed"]
+    what: str
+    tokens_saved: int
+    reason: str
+
+
+class ToolResultReport(_Response):
+    tool_call_id: str
+    tool_name: str
+    strategy: Strategy
+    budget_tokens: int
+    tokens_before: int
+    tokens_after: int
+    cuts: list[ToolResultCut]
+    missing_fields: list[str]
+    redactions: list[RedactionCount]
+
+
+class AssembleResponse(_Response):
+    """The messages of one model call (OpenAI chat format) and the budget report."""
+
+    messages: list[dict[str, Any]]
+    budget_tokens: int
+    used_tokens: int
+    utilisation: float
+    tokenizer: str
+    message_overhead: int
+    layers: list[LayerReport]
+    cuts: list[AssembleCut]
+    cut_order: list[AssembleLayer]
+    tool_results: list[ToolResultReport]
+    redactions: list[RedactionCount]
+    synthesized_tool_call: bool = False
+    memory_audit_id: uuid.UUID | None = None
+    audit_id: uuid.UUID | None = None
+
+
 # The server's component name for each model, for the contract test.
 SCHEMAS: dict[str, type[BaseModel]] = {
     cls.__name__: cls
@@ -419,5 +555,8 @@ SCHEMAS: dict[str, type[BaseModel]] = {
         ContextRelated, ContextItem, ContextSection, ContextResponse, ArtifactCreate,
         ArtifactCreated, ArtifactFields, ArtifactDeleted, AuditEventSummary, AuditEvent, AuditPage, RankedItem,
         RankChange, PackDiff, ReplayResponse, WhoAmI, ErrorBody, ErrorResponse,
+        ToolResultRequest, ToolResultCut, RedactionCount, ToolResultResponse, ToolCallFunction,
+        ToolCall, ChatMessage, TaskStateRef, AssembleRequest, LayerReport, AssembleCut,
+        ToolResultReport, AssembleResponse,
     )
 }

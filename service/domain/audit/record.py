@@ -45,6 +45,8 @@ class AuditAction(StrEnum):
     KEY_REVOKE = "key_revoke"
     ERASE = "erase"
     EXPIRE = "expire"
+    TOOL_RESULT = "tool_result"
+    ASSEMBLE = "assemble"
 
 
 @dataclass

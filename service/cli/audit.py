@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from service.cli import db_options, register_command, with_resources
+from service.cli.common import db_options, with_resources
 from service.config import Settings
 from service.errors import InvalidInput
 from service.schemas.audit import as_utc, iso_only
@@ -84,7 +84,7 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
     return with_resources(settings, tail)
 
 
-def _add_parser(sub: Any) -> None:
+def add_parsers(sub: Any) -> None:
     audit = sub.add_parser(
         "audit",
         help="follow or export the audit trail (JSON lines)",
@@ -124,5 +124,3 @@ def _add_parser(sub: Any) -> None:
     db_options(export)
     audit.set_defaults(handler=cmd_audit)
 
-
-register_command(_add_parser)

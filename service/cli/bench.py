@@ -17,7 +17,6 @@ import subprocess
 import sys
 from typing import Any
 
-from service.cli import register_command
 from service.config import Settings
 from service.errors import InvalidInput
 
@@ -30,7 +29,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     return subprocess.call([sys.executable, "-m", "bench", *args.bench_args])
 
 
-def _register(sub: Any) -> None:
+def add_parsers(sub: Any) -> None:
     parser = sub.add_parser(
         "bench",
         help="benchmark quality (LoCoMo) and speed against LangGraph and mem0",
@@ -42,5 +41,3 @@ def _register(sub: Any) -> None:
     parser.add_argument("bench_args", nargs="*")
     parser.set_defaults(handler=cmd_bench)
 
-
-register_command(_register)

@@ -1,4 +1,4 @@
-"""The ``ctxpack`` command.
+"""``ctxpack serve``, ``ctxpack db`` and ``ctxpack keys``.
 
     ctxpack serve [--host H] [--port P] [--data-dir D] [--database-url URL] [--no-migrate]
     ctxpack db upgrade|downgrade|current
@@ -13,78 +13,18 @@ vars ``CTXPACK_DATA_DIR``, ``CTXPACK_DATABASE_URL``) and works while the server 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
+from service.cli.common import db_options, in_session, with_resources
 from service.config import Settings
-from service.errors import CtxpackError
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
 
     from service.resources import Resources
-
-T = TypeVar("T")
-
-Handler = Callable[[argparse.Namespace, Settings], int]
-_EXTRA_COMMANDS: list[Callable[[Any], None]] = []
-
-
-def db_options(parser: argparse.ArgumentParser) -> None:
-    """Add the database options every command takes."""
-    parser.add_argument(
-        "--data-dir", type=Path, help="embedded Postgres data dir (env CTXPACK_DATA_DIR)"
-    )
-    parser.add_argument(
-        "--database-url",
-        help="external PostgreSQL URL instead of the embedded server (env CTXPACK_DATABASE_URL)",
-    )
-
-
-def settings_from(args: argparse.Namespace) -> Settings:
-    overrides: dict[str, Any] = {}
-    for name in ("data_dir", "database_url", "host", "port"):
-        value = getattr(args, name, None)
-        if value is not None:
-            overrides[name] = value
-    if getattr(args, "no_migrate", False):
-        overrides["migrate_on_start"] = False
-    return Settings(**overrides)
-
-
-def with_resources(
-    settings: Settings, fn: Callable[[Resources], Awaitable[T]], **options: Any
-) -> T:
-    """Run ``fn`` on the process's resources (``open_resources``), opened for a command: no
-    model and no revocation listener unless ``options`` ask for them."""
-    from service.resources import open_resources
-
-    options.setdefault("load_embedder", False)
-    options.setdefault("listen", False)
-
-    async def main() -> T:
-        async with open_resources(settings, **options) as resources:
-            return await fn(resources)
-
-    return asyncio.run(main())
-
-
-def in_session(
-    settings: Settings, fn: Callable[[AsyncSession], Awaitable[T]], **options: Any
-) -> T:
-    """Run ``fn`` in one operator unit of work (committed when it returns)."""
-
-    async def run(resources: Resources) -> T:
-        async with resources.runner.operator_session() as session:
-            return await fn(session)
-
-    return with_resources(settings, run, **options)
-
 
 # --- serve ------------------------------------------------------------------------------
 
@@ -195,18 +135,8 @@ def cmd_keys(args: argparse.Namespace, settings: Settings) -> int:
 # --- parser -----------------------------------------------------------------------------
 
 
-def register_command(fn: Callable[[Any], None]) -> None:
-    """Let a feature module add a sub-command: ``fn(subparsers)`` adds a parser and sets
-    ``handler`` (a ``Handler``) in its defaults."""
-    _EXTRA_COMMANDS.append(fn)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ctxpack",
-        description="ctxpack: a Postgres-backed memory service for AI agents.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def add_parsers(sub: Any) -> None:
+    """``serve``, ``db`` and ``keys``."""
 
     serve = sub.add_parser(
         "serve",
@@ -265,43 +195,3 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("key_id")
     db_options(revoke)
     keys.set_defaults(handler=cmd_keys)
-
-    _load_feature_commands()
-    for fn in _EXTRA_COMMANDS:
-        fn(sub)
-    return parser
-
-
-def _load_feature_commands() -> None:
-    """Import the modules that register extra sub-commands (mcp, audit, bench, lifecycle)."""
-    import importlib
-
-    for module in (
-        "service.mcp.cli",
-        "service.audit_cli",
-        "service.bench_cli",
-        "service.lifecycle.cli",
-    ):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    settings = settings_from(args)
-    handler: Handler = args.handler
-    try:
-        return handler(args, settings)
-    except CtxpackError as exc:
-        print(f"ctxpack: error: {exc.code}: {exc.message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

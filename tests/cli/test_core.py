@@ -70,7 +70,7 @@ def test_sigterm_after_uvicorns_shutdown_exits_through_atexit() -> None:
     SystemExit so that atexit (which stops the embedded Postgres) runs."""
     import signal
 
-    from service import cli
+    from service.cli import core as cli
 
     with pytest.raises(SystemExit) as exc:
         cli._exit_on_signal(signal.SIGTERM, None)

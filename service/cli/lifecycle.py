@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from service.cli import db_options, register_command
+from service.cli.common import db_options
 from service.config import Settings
 from service.errors import InvalidInput
 
@@ -34,7 +34,7 @@ def _err(line: str) -> None:
 
 
 def _since(value: str | None) -> Any:
-    from service.audit_cli import time_arg
+    from service.cli.audit import time_arg
 
     return time_arg("since", value)
 
@@ -124,7 +124,7 @@ def cmd_ingest(args: argparse.Namespace, settings: Settings) -> int:
     return run_ingest_command(args, settings)
 
 
-def _add_parsers(sub: Any) -> None:
+def add_parsers(sub: Any) -> None:
     ingest = sub.add_parser(
         "ingest",
         help="load chat histories as memories (one per turn), with progress; a rerun resumes",
@@ -214,5 +214,3 @@ def _add_parsers(sub: Any) -> None:
     db_options(erase)
     erase.set_defaults(handler=cmd_erase)
 
-
-register_command(_add_parsers)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from service.cli import db_options, register_command
+from service.cli.common import db_options
 from service.config import Settings
 from service.errors import AuthenticationError, CtxpackError
 
@@ -107,7 +107,7 @@ def _expected(exc: BaseException) -> BaseException | None:
     return None
 
 
-def _add_parser(sub: Any) -> None:
+def add_parsers(sub: Any) -> None:
     parser = sub.add_parser(
         "mcp",
         help="serve the MCP tools over stdio (key in CTXPACK_API_KEY)",
@@ -123,5 +123,3 @@ def _add_parser(sub: Any) -> None:
     db_options(parser)
     parser.set_defaults(handler=cmd_mcp)
 
-
-register_command(_add_parser)

@@ -1,0 +1,52 @@
+"""The ``ctxpack`` command: one package, an explicit list of commands.
+
+    ctxpack serve | db | keys     cli/core.py
+    ctxpack mcp                   cli/mcp.py
+    ctxpack audit                 cli/audit.py
+    ctxpack bench                 cli/bench.py
+    ctxpack ingest | export | import | erase   cli/lifecycle.py
+
+Each module adds its sub-commands with ``add_parsers(sub)``; ``COMMANDS`` lists them in the
+order ``ctxpack --help`` shows. Every command takes the database options (``--data-dir``,
+``--database-url`` and their env vars) and works while the server is running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from service.cli import audit, bench, core, lifecycle, mcp
+from service.cli.common import Handler, settings_from
+from service.errors import CtxpackError
+
+COMMANDS = (core, mcp, audit, bench, lifecycle)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ctxpack",
+        description="ctxpack: a Postgres-backed memory service for AI agents.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMANDS:
+        module.add_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    settings = settings_from(args)
+    handler: Handler = args.handler
+    try:
+        return handler(args, settings)
+    except CtxpackError as exc:
+        print(f"ctxpack: error: {exc.code}: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
