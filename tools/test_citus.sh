@@ -59,12 +59,11 @@ url=$(bash "$src/cluster.sh" start "$out" "$data/nodes" "$base" ctxpack | tail -
 roundtrip=$(bash "$src/cluster.sh" start "$out" "$data/nodes" "$base" ctxpack_roundtrip | tail -1)
 echo "test-citus: cluster up at $url ($(( $(date +%s) - start )) s)"
 
-# The API-level suite: every test that talks to the service or its database. Tests that
+# The API-level suite: every test that talks to the service or its database (all of
+# tests/ but the pure unit tests of domain rules, the embedder and the schemas). Tests that
 # need a server of their own (a fresh database, a hot standby) skip, saying so.
 CTXPACK_TEST_DATABASE_URL=$url CTXPACK_TEST_ROUNDTRIP_DATABASE_URL=$roundtrip \
 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-  "$py" -m pytest -m "not slow" -q -p no:cacheprovider ${CITUS_PYTEST_ARGS:-} \
-  tests/api tests/audit tests/clients tests/console tests/context tests/e2e tests/hardening \
-  tests/lifecycle tests/mcp tests/redteam tests/remember tests/store tests/test_calls.py \
-  tests/test_cli.py
+  "$py" -m pytest -m "not slow" -q -p no:cacheprovider ${CITUS_PYTEST_ARGS:-} tests \
+  --ignore=tests/domain --ignore=tests/embedding --ignore=tests/schemas --ignore=tests/bench
 echo "test-citus: done in $(( $(date +%s) - start )) s"
