@@ -15,7 +15,8 @@ cd "$(dirname "$0")/.."
 py=${PYTHON_BIN:-.venv/bin/python}
 src=${CITUS_SRC:-}
 if [ -z "$src" ]; then
-  for candidate in ../shared/citus /work/shared/citus; do
+  # The source kept in this repository first (a clean clone needs nothing else).
+  for candidate in third_party/citus ../shared/citus /work/shared/citus; do
     if [ -f "$candidate/build.sh" ]; then src=$candidate; break; fi
   done
 fi
