@@ -154,42 +154,51 @@ class LifecycleRepository:
         artifact_ids: Sequence[uuid.UUID],
         fields: Sequence[str],
         replacement: str,
+        detail_fields: Sequence[str] = (),
     ) -> int:
-        """Replace the free text (``fields`` of ``request``: goals, tag filters, keys, names)
-        the calls made at the subtree, or about one of its ``artifact_ids``, recorded,
-        whatever their outcome."""
-        stmt = text(
-            """
-            UPDATE audit_events
-            SET request = (
-                SELECT jsonb_object_agg(e.key, CASE
-                    WHEN e.key <> ALL(CAST(:fields AS text[])) THEN e.value
-                    WHEN jsonb_typeof(e.value) = 'string' THEN to_jsonb(CAST(:repl AS text))
-                    WHEN jsonb_typeof(e.value) = 'array' THEN (
-                        SELECT coalesce(jsonb_agg(to_jsonb(CAST(:repl AS text))), '[]'::jsonb)
-                        FROM jsonb_array_elements(e.value))
-                    ELSE e.value END)
-                FROM jsonb_each(request) AS e)
-            WHERE org_id = :org
-              AND (namespace = :ns OR starts_with(namespace, :under)
-                   OR request->>'artifact_id' = ANY(CAST(:artifacts AS text[])))
-              AND jsonb_typeof(request) = 'object'
-              AND EXISTS (
-                SELECT 1 FROM jsonb_each(request) AS e
-                WHERE e.key = ANY(CAST(:fields AS text[]))
-                  AND (
-                    (jsonb_typeof(e.value) = 'string' AND e.value <> to_jsonb(CAST(:repl AS text)))
-                    OR (jsonb_typeof(e.value) = 'array' AND EXISTS (
-                        SELECT 1 FROM jsonb_array_elements(e.value) AS x
-                        WHERE x <> to_jsonb(CAST(:repl AS text))))))
-            """
-        )
+        """Replace the free text (``fields`` of ``request``: goals, tag filters, keys, names;
+        ``detail_fields`` of ``details``: the field names an artifact read did not find) the
+        calls made at the subtree, or about one of its ``artifact_ids``, recorded, whatever
+        their outcome. Returns the rows rewritten."""
         params = {
             "org": org_id, "ns": namespace, "under": namespace + ":", "repl": replacement,
-            "fields": list(fields), "artifacts": [str(a) for a in artifact_ids],
+            "artifacts": [str(a) for a in artifact_ids],
         }
-        result = await self.session.execute(stmt, params)
-        return int(result.rowcount)  # type: ignore[attr-defined]
+        changed: set[Any] = set()
+        for column, names in (("request", fields), ("details", detail_fields)):
+            if not names:
+                continue
+            stmt = text(
+                f"""
+                UPDATE audit_events
+                SET {column} = (
+                    SELECT jsonb_object_agg(e.key, CASE
+                        WHEN e.key <> ALL(CAST(:fields AS text[])) THEN e.value
+                        WHEN jsonb_typeof(e.value) = 'string' THEN to_jsonb(CAST(:repl AS text))
+                        WHEN jsonb_typeof(e.value) = 'array' THEN (
+                            SELECT coalesce(jsonb_agg(to_jsonb(CAST(:repl AS text))), '[]'::jsonb)
+                            FROM jsonb_array_elements(e.value))
+                        ELSE e.value END)
+                    FROM jsonb_each({column}) AS e)
+                WHERE org_id = :org
+                  AND (namespace = :ns OR starts_with(namespace, :under)
+                       OR request->>'artifact_id' = ANY(CAST(:artifacts AS text[]))
+                       OR details->>'artifact_id' = ANY(CAST(:artifacts AS text[])))
+                  AND jsonb_typeof({column}) = 'object'
+                  AND EXISTS (
+                    SELECT 1 FROM jsonb_each({column}) AS e
+                    WHERE e.key = ANY(CAST(:fields AS text[]))
+                      AND (
+                        (jsonb_typeof(e.value) = 'string' AND e.value <> to_jsonb(CAST(:repl AS text)))
+                        OR (jsonb_typeof(e.value) = 'array' AND EXISTS (
+                            SELECT 1 FROM jsonb_array_elements(e.value) AS x
+                            WHERE x <> to_jsonb(CAST(:repl AS text))))))
+                RETURNING id
+                """
+            )
+            result = await self.session.execute(stmt, {**params, "fields": list(names)})
+            changed.update(r[0] for r in result)
+        return len(changed)
 
     # --- expiry -----------------------------------------------------------------------
 
