@@ -25,6 +25,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import aggregate_order_by, insert
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from service.store.memories import MemoryRepository
 from service.store.models import Artifact, AuditEvent, Memory, Relation
@@ -338,14 +339,25 @@ class LifecycleRepository:
     async def set_superseded(
         self, org_id: uuid.UUID, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]
     ) -> None:
-        """``(old, new)`` pairs, where both exist."""
+        """``(old, new)`` pairs, where both exist, are two memories, and the replacement lives
+        in the old memory's namespace (as remember's ``supersedes`` requires: a key limited to
+        that namespace must be able to read what replaced it)."""
+        newer = aliased(Memory)
         for old, new in pairs:
+            if old == new:
+                continue
             await self.session.execute(
                 update(Memory)
                 .where(
                     Memory.org_id == org_id,
                     Memory.id == old,
-                    select(Memory.id).where(Memory.org_id == org_id, Memory.id == new).exists(),
+                    select(newer.id)
+                    .where(
+                        newer.org_id == org_id,
+                        newer.id == new,
+                        newer.namespace == Memory.namespace,
+                    )
+                    .exists(),
                 )
                 .values(superseded_by=new)
             )
@@ -372,7 +384,24 @@ class LifecycleRepository:
         return int(result.rowcount)  # type: ignore[attr-defined]
 
     async def insert_artifacts(self, rows: list[dict[str, Any]]) -> int:
+        """Insert imported artifacts; a ``memory_id`` that is not an artifact memory of the
+        same org and namespace is dropped (a forged one tied the artifact's life and erasure
+        to another namespace's memory)."""
         if not rows:
             return 0
+        wanted = {r["memory_id"] for r in rows if r.get("memory_id") is not None}
+        found: set[tuple[uuid.UUID, str]] = set()
+        if wanted:
+            result = await self.session.execute(
+                select(Memory.id, Memory.namespace).where(
+                    Memory.org_id == rows[0]["org_id"],
+                    Memory.id.in_(wanted),
+                    Memory.type == "artifact",
+                )
+            )
+            found = {(mid, ns) for mid, ns in result.all()}
+        for r in rows:
+            if r.get("memory_id") is not None and (r["memory_id"], r["namespace"]) not in found:
+                r["memory_id"] = None
         stmt = insert(Artifact).values(rows).on_conflict_do_nothing().returning(Artifact.id)
         return len((await self.session.execute(stmt)).all())
