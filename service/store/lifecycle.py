@@ -34,6 +34,11 @@ from service.store.models import Artifact, AuditEvent, Memory, Relation
 STREAM_CHUNK = 1000
 
 
+def _unexpired() -> ColumnElement[bool]:
+    """A memory not expired (an expired one awaits the purge and is never exported)."""
+    return or_(Memory.expires_at.is_(None), Memory.expires_at > func.now())
+
+
 def subtree(column: Any, namespace: str) -> ColumnElement[bool]:
     """``column`` is ``namespace`` or lies under it (segment-wise; ``starts_with``, not LIKE,
     since ``_`` is legal in namespaces)."""
@@ -274,7 +279,7 @@ class LifecycleRepository:
             .scalar_subquery()
             .label("artifact_ids")
         )
-        stmt = select(*cols, edges, artifacts).where(Memory.org_id == org_id)
+        stmt = select(*cols, edges, artifacts).where(Memory.org_id == org_id, _unexpired())
         if namespace is not None:
             stmt = stmt.where(subtree(Memory.namespace, namespace))
         if since is not None:
@@ -287,7 +292,18 @@ class LifecycleRepository:
     async def stream_artifacts(
         self, org_id: uuid.UUID, *, namespace: str | None, since: datetime | None
     ) -> AsyncIterator[dict[str, Any]]:
-        stmt = select(*Artifact.__table__.columns).where(Artifact.org_id == org_id)
+        # An artifact dies with its memory's expiry (finding 4): an expired one is not exported.
+        expired = (
+            select(Memory.id)
+            .where(
+                Memory.org_id == Artifact.org_id,
+                Memory.id == Artifact.memory_id,
+                Memory.expires_at.is_not(None),
+                Memory.expires_at <= func.now(),
+            )
+            .exists()
+        )
+        stmt = select(*Artifact.__table__.columns).where(Artifact.org_id == org_id, ~expired)
         if namespace is not None:
             stmt = stmt.where(subtree(Artifact.namespace, namespace))
         if since is not None:
@@ -300,7 +316,7 @@ class LifecycleRepository:
     async def count_memories(
         self, org_id: uuid.UUID, *, namespace: str | None, since: datetime | None
     ) -> int:
-        stmt = select(func.count()).select_from(Memory).where(Memory.org_id == org_id)
+        stmt = select(func.count()).select_from(Memory).where(Memory.org_id == org_id, _unexpired())
         if namespace is not None:
             stmt = stmt.where(subtree(Memory.namespace, namespace))
         if since is not None:

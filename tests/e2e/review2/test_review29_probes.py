@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import psycopg
@@ -317,3 +318,28 @@ async def test_erase_scrubs_assemble_and_mcp_calls(
                  for w in (GOAL, DOMAIN_W, FIELD_W, ART_NAME, TAG_W) if w in r[1]]
     assert not leftovers, leftovers
 
+
+
+async def test_export_leaves_out_expired_memories_and_their_artifacts(
+    client: httpx.AsyncClient, make_key: KeyFactory, pg_url: str
+) -> None:
+    """review29: an expired memory (not yet purged) and its artifact were exported, body and
+    all; expiry must remove everything erasure removes, and an erased memory is never exported."""
+    from tests.lifecycle.test_transfer import export_lines
+
+    key = await make_key()
+    art = await _expired_artifact(client, key, pg_url)
+    soon = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    gone = (await client.post("/v1/remember", json={
+        "namespace": "n", "content": OTHER, "expires_at": soon}, headers=key.headers)).json()
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("UPDATE memories SET expires_at = now() - interval '1 second' WHERE id = %s",
+                     (uuid.UUID(gone["id"]),))
+    live = (await client.post("/v1/remember", json={"namespace": "n", "content": TEXT},
+                              headers=key.headers)).json()
+    lines = await export_lines(pg_url, key.org)
+    text = json.dumps(lines)
+    assert live["id"] in text
+    assert "nvme-7f3a" not in text and art["artifact_id"] not in text
+    assert gone["id"] not in text and OTHER not in text
+    assert lines[0]["memories"] == 1 and lines[-1] == {"kind": "end", "memories": 1, "artifacts": 0}
