@@ -435,7 +435,7 @@ async def edit(request: Request, memory_id: str) -> Response:
             changes[field] = new or None
     tags = [t.strip() for t in form.get("tags", "").split(",") if t.strip()]
     orig_tags = [t.strip() for t in form.get("orig_tags", "").split(",") if t.strip()]
-    if tags != orig_tags:
+    if tags != [_one_line(t) for t in orig_tags]:
         changes["tags"] = tags
     try:
         patch = MemoryPatch.model_validate(changes)

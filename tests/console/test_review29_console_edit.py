@@ -19,7 +19,7 @@ async def test_a_rename_only_edit_leaves_a_multiline_source_as_stored(
 ) -> None:
     source = "ci run 4411\nstep: deploy"
     made = await client.post("/v1/remember", json={
-        "namespace": "alice", "type": "procedure", "source": source,
+        "namespace": "alice", "type": "procedure", "source": source, "tags": ["ops\nlog", "tls"],
         "content": "Rotating the staging TLS certificate: renew with cert-manager."},
         headers=key.headers)
     assert made.status_code == 201, made.text
@@ -35,11 +35,12 @@ async def test_a_rename_only_edit_leaves_a_multiline_source_as_stored(
     text_inputs = {k: v.replace("\r", "").replace("\n", "") for k, v in shown.items()}
     renamed = await client.post(f"/ui/memories/{mid}/edit", data={
         **as_browser, **text_inputs, "csrf": csrf, "content": form_content(form.text),
-        "name": "Rotate the staging certificate", "type": "procedure", "tags": ""})
+        "name": "Rotate the staging certificate", "type": "procedure"})
     assert renamed.status_code == 200, renamed.text
     got = (await client.get(f"/v1/memories/{mid}", headers=key.headers)).json()
     assert got["name"] == "Rotate the staging certificate"
     assert got["source"] == source
+    assert got["tags"] == ["ops\nlog", "tls"]
 
 
 def form_content(page: str) -> str:
