@@ -12,6 +12,7 @@ import string
 import time
 
 import httpx
+import pytest
 
 from tests.conftest import KeyFactory
 
@@ -20,6 +21,7 @@ def tok(rng: random.Random, n: int) -> str:
     return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(n))
 
 
+@pytest.mark.xfail(strict=True, reason="review29: open; tool-results/assemble not bounded by max_scanned_bytes")
 async def test_tool_result_text_work_is_bounded(client: httpx.AsyncClient, make_key: KeyFactory) -> None:
     key = await make_key()
     rng = random.Random(7)
