@@ -16,6 +16,7 @@ from typing import TypeVar
 from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service import operations
 from service.calls import CallRunner, Transport
 from service.console import security
 from service.domain import audit as audit_service
@@ -24,6 +25,7 @@ from service.domain.audit import AuditAction, AuditContext
 from service.domain.auth import Caller
 from service.domain.console import ConsoleSession
 from service.errors import AuthenticationError, CtxpackError
+from service.operations import Operation
 from service.resources import Resources
 
 T = TypeVar("T")
@@ -60,8 +62,9 @@ class ConsoleCalls:
             transport=Transport.CONSOLE,
         )
 
-    async def run(self, action: AuditAction, fn: Work[T], *, pack: bool = False) -> T:
-        """Run ``fn(session, ctx)`` as one audited call named ``action``: the key's rate
+    async def run(self, operation: Operation, fn: Work[T]) -> T:
+        """Run ``fn(session, ctx)`` as one audited call of ``operation`` (its audit action and
+        pool are the operation table's, service/operations.py): the key's rate
         limit first, then the runner's unit of work; ``fn``'s domain function writes the
         success row in the call's transaction, and the runner writes the failure row."""
         self.request.state.console_call = True  # its failure row is the runner's
@@ -72,9 +75,9 @@ class ConsoleCalls:
 
         return await self.runner.run(
             self.caller,
-            action,
+            operation.action,
             work,
-            pool="pack" if pack else "write",
+            pool="pack" if operation.pool == "pack" else "write",
             # A person who just edited a memory sees it: the console never reads a replica.
             primary=True,
             transport=Transport.CONSOLE,
@@ -109,7 +112,7 @@ async def sign_in(request: Request, key: str) -> tuple[str, ConsoleSession] | No
         await audit_service.record(session, ctx, outcome="ok", status_code=200)
         return token, console
 
-    return await calls.run(AuditAction.CONSOLE_LOGIN, work)
+    return await calls.run(operations.CONSOLE_LOGIN, work)
 
 
 async def admit_sign_in(request: Request) -> float:
@@ -144,4 +147,4 @@ async def sign_out(request: Request, console: ConsoleSession, token: str) -> Non
         ctx.request = {"session_id": str(console.session_id)}
         await audit_service.record(session, ctx, outcome="ok", status_code=200)
 
-    await ConsoleCalls(request, console).run(AuditAction.CONSOLE_LOGOUT, work)
+    await ConsoleCalls(request, console).run(operations.CONSOLE_LOGOUT, work)

@@ -26,6 +26,7 @@ from markupsafe import Markup, escape
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service import operations
 from service.console import calls as console_calls
 from service.console import charts, security
 from service.console.calls import ConsoleCalls
@@ -33,10 +34,11 @@ from service.domain import audit as audit_service
 from service.domain import console as console_service
 from service.domain import context as context_service
 from service.domain import memories as memory_service
-from service.domain.audit import AuditAction, AuditContext
+from service.domain.audit import AuditContext
 from service.domain.audit import replay as audit_replay
 from service.domain.console import ConsoleSession
 from service.errors import CtxpackError, GateRejected, InvalidInput, NotFound
+from service.operations import Operation
 from service.schemas.audit import AuditQuery
 from service.schemas.context import ContextRequest, Intent, Layer
 from service.schemas.memories import MemoryPatch, MemoryType
@@ -104,17 +106,17 @@ class ConsoleRoute(APIRoute):
 
 
 # The audited call each page makes (pages absent here are unaudited views).
-_PAGE_ACTIONS: dict[str, AuditAction] = {
-    "memories": AuditAction.LIST,
-    "memory": AuditAction.MEMORY_GET,
-    "edit_form": AuditAction.MEMORY_GET,
-    "edit": AuditAction.MEMORY_UPDATE,
-    "forget_form": AuditAction.MEMORY_GET,
-    "forget": AuditAction.DELETE,
-    "pack": AuditAction.CONTEXT,
-    "replay": AuditAction.REPLAY,
-    "create_key": AuditAction.KEY_CREATE,
-    "revoke_key": AuditAction.KEY_REVOKE,
+_PAGE_ACTIONS: dict[str, Operation] = {
+    "memories": operations.LIST_MEMORIES,
+    "memory": operations.GET_MEMORY,
+    "edit_form": operations.GET_MEMORY,
+    "edit": operations.UPDATE_MEMORY,
+    "forget_form": operations.GET_MEMORY,
+    "forget": operations.FORGET,
+    "pack": operations.CONTEXT,
+    "replay": operations.REPLAY,
+    "create_key": operations.KEY_CREATE,
+    "revoke_key": operations.KEY_REVOKE,
 }
 
 
@@ -126,7 +128,7 @@ async def _audit_refusal(request: Request, page: str, error: CtxpackError) -> No
     action = _PAGE_ACTIONS.get(page)
     if console is None or action is None or getattr(request.state, "console_call", False):
         return
-    await ConsoleCalls(request, console).refuse(action, error)
+    await ConsoleCalls(request, console).refuse(action.action, error)
 
 
 def _error(
@@ -347,7 +349,7 @@ async def memories(request: Request) -> Response:
             text_query=filters["q"],
         )
 
-    result = await calls.run(AuditAction.LIST, work)
+    result = await calls.run(operations.LIST_MEMORIES, work)
     keep = {k: v for k, v in filters.items() if v}
     return _page(
         request,
@@ -375,7 +377,7 @@ async def memory(request: Request, memory_id: str) -> Response:
         )
         return item, chain, trail
 
-    item, chain, trail = await calls.run(AuditAction.MEMORY_GET, work)
+    item, chain, trail = await calls.run(operations.GET_MEMORY, work)
     return _page(request, console, "memory.html", m=item, chain=chain, trail=trail)
 
 
@@ -402,7 +404,7 @@ async def edit_form(request: Request, memory_id: str) -> Response:
     console.caller.require("write")
     mid = _uuid(memory_id)
     item = await calls.run(
-        AuditAction.MEMORY_GET, lambda s, ctx: memory_service.get_memory(s, console.caller, mid, ctx)
+        operations.GET_MEMORY, lambda s, ctx: memory_service.get_memory(s, console.caller, mid, ctx)
     )
     return _page(
         request,
@@ -450,7 +452,7 @@ async def edit(request: Request, memory_id: str) -> Response:
         return out, list(ctx.request.get("redactions", [])), ctx.audit_id
 
     try:
-        item, redactions, audit_id = await calls.run(AuditAction.MEMORY_UPDATE, work)
+        item, redactions, audit_id = await calls.run(operations.UPDATE_MEMORY, work)
     except GateRejected as exc:
         # Re-show the form as sent (no second read: one call, one audit row).
         current = _Sent(
@@ -499,7 +501,7 @@ async def forget_form(request: Request, memory_id: str) -> Response:
     console.caller.require("write")
     mid = _uuid(memory_id)
     item = await calls.run(
-        AuditAction.MEMORY_GET, lambda s, ctx: memory_service.get_memory(s, console.caller, mid, ctx)
+        operations.GET_MEMORY, lambda s, ctx: memory_service.get_memory(s, console.caller, mid, ctx)
     )
     return _page(request, console, "forget.html", m=item)
 
@@ -512,7 +514,7 @@ async def forget(request: Request, memory_id: str) -> Response:
     if form.get("confirm") != "yes":
         raise InvalidInput("confirm", "tick the box to confirm")
     result = await calls.run(
-        AuditAction.DELETE, lambda s, ctx: memory_service.delete_memory(s, console.caller, mid, ctx)
+        operations.FORGET, lambda s, ctx: memory_service.delete_memory(s, console.caller, mid, ctx)
     )
     return _page(request, console, "forgotten.html", result=result)
 
@@ -574,7 +576,7 @@ async def pack(request: Request) -> Response:
             )
         return resp, misses
 
-    resp, misses = await calls.run(AuditAction.CONTEXT, work, pack=True)
+    resp, misses = await calls.run(operations.CONTEXT, work)
     shown = {
         k: form.get(k, "") for k in ("goal", "namespace", "intent", "layer", "limit", "budget")
     }
@@ -653,7 +655,7 @@ async def replay(request: Request, audit_id: str) -> Response:
         names.update({i.id: i.name for i in new_items})
         return result, before, new_items, names
 
-    result, before, after, names = await calls.run(AuditAction.REPLAY, work, pack=True)
+    result, before, after, names = await calls.run(operations.REPLAY, work)
     added = {i.id for i in result.diff.added}
     dropped = {i.id for i in result.diff.dropped}
     moved = {c.id: c for c in result.diff.rank_changes}
@@ -724,7 +726,7 @@ async def create_key(request: Request) -> Response:
             namespace_prefixes=prefixes,
         )
 
-    created = await calls.run(AuditAction.KEY_CREATE, work)
+    created = await calls.run(operations.KEY_CREATE, work)
     rows = await calls.read(lambda s: console_service.list_keys(s, console.caller))
     return _page(request, console, "keys.html", keys=rows, created=created)
 
@@ -735,7 +737,7 @@ async def revoke_key(request: Request, key_id: str) -> Response:
     await _form(request, console)
     kid = _uuid(key_id)
     await calls.run(
-        AuditAction.KEY_REVOKE,
+        operations.KEY_REVOKE,
         lambda s, ctx: console_service.revoke_key(
             s, console.caller, ctx, kid, cache=calls.state.callers
         ),

@@ -18,6 +18,7 @@ from typing import Any
 import mcp_types as types
 from pydantic import BaseModel
 
+from service import operations
 from service.domain.audit import AuditAction
 from service.domain.pack_markdown import count_noun
 from service.mcp.backends import Backend, RequestContext
@@ -31,6 +32,7 @@ from service.mcp.inputs import (
 )
 from service.mcp.limits import clip_field, dumps, fit_items, limit_text
 from service.mcp.results import ok
+from service.operations import Operation
 from service.schemas.assemble import AssembleRequest
 from service.schemas.context import ContextResponse
 from service.schemas.memories import RememberRequest
@@ -48,16 +50,36 @@ SUMMARY_IDS = 5
 
 @dataclass(frozen=True)
 class ToolSpec:
-    name: str
+    """A tool: its operation (service/operations.py: name, audit action, hints) declared once,
+    plus what only MCP has: a title and a description written for models, the input model
+    and the function that runs it."""
+
+    operation: Operation
     title: str
     description: str
     input_model: type[BaseModel]
-    action: AuditAction
-    """The audit action, the same as the HTTP endpoint's."""
     run: Run
-    read_only: bool = False
-    destructive: bool = False
-    idempotent: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.operation.name
+
+    @property
+    def action(self) -> AuditAction:
+        """The audit action, the same as the HTTP endpoint's."""
+        return self.operation.action
+
+    @property
+    def read_only(self) -> bool:
+        return self.operation.read_only
+
+    @property
+    def destructive(self) -> bool:
+        return self.operation.destructive
+
+    @property
+    def idempotent(self) -> bool:
+        return self.operation.idempotent
 
     def to_tool(self) -> types.Tool:
         return types.Tool(
@@ -396,92 +418,66 @@ async def _assemble(
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
-        name="wake",
+        operation=operations.WAKE,
         title="Wake up",
         description=WAKE_DESCRIPTION,
         input_model=WakeInput,
-        action=AuditAction.CONTEXT,
         run=_wake,
-        read_only=True,
-        idempotent=True,
     ),
     ToolSpec(
-        name="context",
+        operation=operations.CONTEXT,
         title="Get context for a goal",
         description=CONTEXT_DESCRIPTION,
         input_model=ContextInput,
-        action=AuditAction.CONTEXT,
         run=_context,
-        read_only=True,
-        idempotent=True,
     ),
     ToolSpec(
-        name="remember",
+        operation=operations.REMEMBER,
         title="Remember",
         description=REMEMBER_DESCRIPTION,
         input_model=RememberRequest,
-        action=AuditAction.REMEMBER,
         run=_remember,
-        idempotent=True,
     ),
     ToolSpec(
-        name="recall_artifact",
+        operation=operations.RECALL_ARTIFACT,
         title="Read an artifact's fields",
         description=RECALL_ARTIFACT_DESCRIPTION,
         input_model=RecallArtifactInput,
-        action=AuditAction.ARTIFACT,
         run=_recall_artifact,
-        read_only=True,
-        idempotent=True,
     ),
     ToolSpec(
-        name="list_memories",
+        operation=operations.LIST_MEMORIES,
         title="List memories",
         description=LIST_DESCRIPTION,
         input_model=ListMemoriesInput,
-        action=AuditAction.LIST,
         run=_list_memories,
-        read_only=True,
-        idempotent=True,
     ),
     ToolSpec(
-        name="forget",
+        operation=operations.FORGET,
         title="Forget a memory",
         description=FORGET_DESCRIPTION,
         input_model=ForgetInput,
-        action=AuditAction.DELETE,
         run=_forget,
-        destructive=True,
-        idempotent=True,
     ),
     ToolSpec(
-        name="erase_namespace",
+        operation=operations.ERASE_NAMESPACE,
         title="Erase a namespace",
         description=ERASE_DESCRIPTION,
         input_model=EraseNamespaceInput,
-        action=AuditAction.ERASE,
         run=_erase_namespace,
-        destructive=True,
-        idempotent=True,
     ),
     ToolSpec(
-        name="tool_result",
+        operation=operations.TOOL_RESULT,
         title="Trim and redact a tool result",
         description=TOOL_RESULT_DESCRIPTION,
         input_model=ToolResultRequest,
-        action=AuditAction.TOOL_RESULT,
         run=_tool_result,
-        read_only=True,
-        idempotent=True,
     ),
     ToolSpec(
-        name="assemble",
+        operation=operations.ASSEMBLE,
         title="Assemble a model call's messages",
         description=ASSEMBLE_DESCRIPTION,
         input_model=AssembleRequest,
-        action=AuditAction.ASSEMBLE,
         run=_assemble,
-        read_only=True,
-        idempotent=True,
     ),
 )
