@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 HOST ?=
 PORT ?=
 
-.PHONY: install run test test-slow fuzz load bench lint clean screenshots console-bench
+.PHONY: install run test test-citus test-slow fuzz load bench lint clean screenshots console-bench
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), sys.version' || { echo "need Python >= 3.11 (set PYTHON=...)"; exit 1; }
@@ -28,6 +28,12 @@ run: $(STAMP)
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/pytest -m "not slow" -q
+
+# The API-level suite against a local Citus cluster (coordinator + 2 workers): builds Citus
+# once into a cache outside the clone, starts the cluster, runs, stops it (docs/scaling.md).
+# Needs clang. CITUS_SRC: the Citus source dir (default ../shared/citus).
+test-citus: $(STAMP)
+	PYTHON_BIN=$(BIN)/python tools/test_citus.sh
 
 test-slow: $(STAMP)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/pytest -m slow -q

@@ -3,13 +3,19 @@
 The URL is taken, in order, from ``config.attributes["connection"]`` (a live connection handed
 in by ctxpack), the ``sqlalchemy.url`` option (set by ``service.store.database.alembic_config``),
 or the settings (external URL or the embedded server).
+
+On a Citus coordinator, every run ends by distributing what is not yet distributed
+(``service.store.distribution``: reference tables, then every org-scoped table by org_id),
+in transactions of its own after the migrations committed; on plain PostgreSQL that step
+does nothing.
 """
 
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import Connection, create_engine, pool
+from sqlalchemy import Connection, create_engine, pool, text
 
+from service.store.distribution import distribute, has_citus
 from service.store.models import Base
 
 config = context.config
@@ -30,7 +36,15 @@ def _run(connection: Connection) -> None:
         include_object=_include_object,
     )
     with context.begin_transaction():
+        if has_citus(connection):
+            # One connection per worker for the whole migration: Citus refuses DDL on an
+            # extension (and some on reference tables) after a parallel multi-shard command
+            # in the same transaction.
+            connection.execute(text("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'"))
         context.run_migrations()
+    if connection.in_transaction():
+        connection.commit()
+    distribute(connection.execution_options(isolation_level="AUTOCOMMIT"), target_metadata)
 
 
 def run_migrations_online() -> None:

@@ -7,6 +7,8 @@ process: a dataclass whose fields say what exists, never a string-keyed dict.
 
 What it holds:
 
+- ``citus``: the database is a Citus coordinator (every pool then plans per call; see
+  ``store.database.create_engine``);
 - ``engine`` / ``sessionmaker``: the pool every write and read goes through;
 - ``pack_engine`` / ``pack_sessionmaker``: the context packs' pool (generic plans,
   autocommit; see ``store.database.create_engine``);
@@ -67,6 +69,7 @@ class Resources:
 
     settings: Settings
     database_url: str
+    citus: bool
     engine: AsyncEngine
     sessionmaker: async_sessionmaker[AsyncSession]
     pack_engine: AsyncEngine
@@ -141,13 +144,18 @@ async def open_resources(
         ServiceUnavailable: no schema, or a model whose width differs from the column's.
     """
     url = database_url or await resolve_url(settings)
-    engine = create_engine(url, settings)
-    pack_engine = create_engine(url, settings, generic_plans=True)
+    citus = await probes.has_citus(libpq_url(url))
+    engine = create_engine(url, settings, citus=citus)
+    pack_engine = create_engine(url, settings, generic_plans=True, citus=citus)
     replica = settings.read_database_url
     # The replica's pools: lists (custom plans) and packs (generic plans), both autocommit:
     # a hot standby runs read-only transactions, and these sessions only read there.
-    read_engine = create_engine(replica, settings, autocommit=True) if replica else None
-    read_pack_engine = create_engine(replica, settings, generic_plans=True) if replica else None
+    read_engine = (
+        create_engine(replica, settings, autocommit=True, citus=citus) if replica else None
+    )
+    read_pack_engine = (
+        create_engine(replica, settings, generic_plans=True, citus=citus) if replica else None
+    )
     try:
         model = embedder
         if model is None and load_embedder:
@@ -155,6 +163,7 @@ async def open_resources(
         resources = Resources(
             settings=settings,
             database_url=url,
+            citus=citus,
             engine=engine,
             sessionmaker=make_sessionmaker(engine),
             pack_engine=pack_engine,

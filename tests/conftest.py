@@ -44,8 +44,16 @@ hypothesis_settings.register_profile("fuzz", derandomize=False)
 hypothesis_settings.load_profile(os.environ.get("CTXPACK_HYPOTHESIS_PROFILE", "repeatable"))
 
 
+# An external database for the whole suite (`make test-citus` points it at a Citus
+# coordinator): migrated at the start like the embedded one. Tests that need a server of
+# their own (fresh databases, a standby) skip then.
+EXTERNAL_DATABASE_URL = os.environ.get("CTXPACK_TEST_DATABASE_URL") or None
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[object]:
+    if EXTERNAL_DATABASE_URL:
+        pytest.skip("needs the embedded server (CTXPACK_TEST_DATABASE_URL is set)")
     root = Path(tempfile.mkdtemp(prefix="ctxpack-test-"))
     root.chmod(0o755)
     server = start_embedded(root, cleanup_mode="delete")
@@ -53,12 +61,27 @@ def pg_server() -> Iterator[object]:
 
 
 @pytest.fixture(scope="session")
-def pg_url(pg_server: object) -> str:
-    admin = pg_server.get_uri()  # type: ignore[attr-defined]
+def pg_url(request: pytest.FixtureRequest) -> str:
+    if EXTERNAL_DATABASE_URL:
+        upgrade(EXTERNAL_DATABASE_URL)
+        return EXTERNAL_DATABASE_URL
+    admin = request.getfixturevalue("pg_server").get_uri()
     ensure_database(admin, "ctxpack_test")
     url = str(_with_database(admin, "ctxpack_test"))
     upgrade(url)
     return url
+
+
+@pytest.fixture(scope="session")
+def on_citus(pg_url: str) -> bool:
+    """The suite's database is a Citus coordinator (``make test-citus``)."""
+    import psycopg
+
+    from service.store.database import libpq_url
+
+    with psycopg.connect(libpq_url(pg_url)) as conn:
+        found = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone()
+    return found is not None
 
 
 def make_settings(pg_url: str, **overrides: object) -> Settings:

@@ -96,8 +96,10 @@ class ArtifactRepository:
         where = [
             "a.org_id = :org",
             "a.id = :id",
+            # org_id = :org, not = a.org_id: Citus routes the statement to the org's shard
+            # only when every part of it names the org (else it fails to plan it).
             "(a.memory_id IS NULL OR NOT EXISTS (SELECT 1 FROM memories m WHERE m.org_id = "
-            "a.org_id AND m.id = a.memory_id AND m.expires_at IS NOT NULL "
+            ":org AND m.id = a.memory_id AND m.expires_at IS NOT NULL "
             "AND m.expires_at <= now()))",
         ]
         params: dict[str, Any] = {"org": org_id, "id": artifact_id}

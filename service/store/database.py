@@ -108,7 +108,12 @@ def async_url(url: str) -> str:
 
 
 def create_engine(
-    url: str, settings: Settings, *, generic_plans: bool = False, autocommit: bool = False
+    url: str,
+    settings: Settings,
+    *,
+    generic_plans: bool = False,
+    autocommit: bool = False,
+    citus: bool = False,
 ) -> AsyncEngine:
     """The service's async engine and pool. Built once per process, in the app lifespan.
 
@@ -122,14 +127,24 @@ def create_engine(
       trips around a pack. The audit row commits asynchronously, as it would anyway for a
       call that wrote nothing else (see store/audit.py).
 
-    ``autocommit``: autocommit connections without generic plans (a replica's list pool)."""
-    extra: dict[str, Any] = {}
+    ``autocommit``: autocommit connections without generic plans (a replica's list pool).
+
+    ``citus``: the database is a Citus coordinator. Every connection then plans each
+    statement for its values (``force_custom_plan``, generic plans or not): Citus routes a
+    statement to one shard when it sees ``org_id = <a value>`` in every part of it, which a
+    generic plan's ``$1`` hides (it fails with "could not create distributed plan"); and
+    ``SET LOCAL`` reaches the workers (``citus.propagate_set_commands``), which the wide
+    ranking path's HNSW settings need."""
+    extra: dict[str, Any] = {"execution_options": {}}
     if generic_plans or autocommit:
-        extra = {
-            "isolation_level": "AUTOCOMMIT",
-            "execution_options": {AUTOCOMMIT_OPTION: True},
+        extra["isolation_level"] = "AUTOCOMMIT"
+        extra["execution_options"][AUTOCOMMIT_OPTION] = True
+    if citus:
+        extra["connect_args"] = {
+            "options": "-c plan_cache_mode=force_custom_plan -c citus.propagate_set_commands=local"
         }
-    if generic_plans:
+        extra["execution_options"][CITUS_OPTION] = True
+    elif generic_plans:
         extra["connect_args"] = {"options": "-c plan_cache_mode=force_generic_plan"}
     engine = create_async_engine(
         async_url(url),
@@ -144,6 +159,8 @@ def create_engine(
 
 # Marks the engines whose connections autocommit (read by the wide ranking path).
 AUTOCOMMIT_OPTION = "ctxpack_autocommit"
+# Marks the engines on a Citus coordinator (read by the wide ranking path).
+CITUS_OPTION = "ctxpack_citus"
 # A pooled connection idle longer than this is pinged before use.
 PING_AFTER_IDLE_SECONDS = 1.0
 

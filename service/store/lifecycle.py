@@ -217,13 +217,38 @@ class LifecycleRepository:
         (None: the database's clock; oldest expiry first, by the partial index), optionally
         only those of ``org_id`` with one of the ``(namespace, content_hash)`` pairs ``keys``
         or one of the ``(namespace, key)`` pairs ``named``.
-        Rows another transaction holds are skipped, so two purgers never wait on each other."""
+        Rows another transaction holds are skipped, so two purgers never wait on each other.
+
+        Across every org (``org_id`` None: the expiry job), the oldest expiries are found
+        first without a lock, then locked org by org: a locking statement names one org,
+        so on Citus each is routed to the node holding that org (Citus runs no FOR UPDATE
+        over several shards)."""
+        expired_at = func.now() if now is None else now
         stmt = select(Memory.org_id, Memory.id, Memory.namespace, Memory.name).where(
-            Memory.expires_at.is_not(None),
-            Memory.expires_at <= (func.now() if now is None else now),
+            Memory.expires_at.is_not(None), Memory.expires_at <= expired_at
         )
-        if org_id is not None:
-            stmt = stmt.where(Memory.org_id == org_id)
+        if org_id is None:
+            found = (
+                await self.session.execute(
+                    select(Memory.org_id, Memory.id, Memory.expires_at)
+                    .where(Memory.expires_at.is_not(None), Memory.expires_at <= expired_at)
+                    .order_by(Memory.expires_at, Memory.org_id, Memory.id)
+                    .limit(limit)
+                )
+            ).all()
+            by_org: dict[uuid.UUID, list[uuid.UUID]] = {}
+            for org, memory_id, _ in found:
+                by_org.setdefault(org, []).append(memory_id)
+            locked: list[tuple[uuid.UUID, uuid.UUID, str, str]] = []
+            for org, ids in by_org.items():
+                rows = await self.session.execute(
+                    stmt.where(Memory.org_id == org, Memory.id.in_(ids))
+                    .order_by(Memory.expires_at)
+                    .with_for_update(skip_locked=True)
+                )
+                locked.extend(tuple(r) for r in rows.all())  # type: ignore[misc]
+            return locked
+        stmt = stmt.where(Memory.org_id == org_id)
         if keys is not None or named:
             wanted = [tuple_(Memory.namespace, Memory.content_hash).in_(list(keys or []))]
             if named:

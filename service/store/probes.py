@@ -3,6 +3,7 @@ embedding width the model produces."""
 
 from __future__ import annotations
 
+import psycopg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -25,3 +26,10 @@ async def embedding_dims(engine: AsyncEngine) -> int | None:
             )
         ).first()
     return None if row is None else int(row[0])
+
+
+async def has_citus(libpq_url: str) -> bool:
+    """True when the database is a Citus coordinator (it has the ``citus`` extension)."""
+    async with await psycopg.AsyncConnection.connect(libpq_url, autocommit=True) as conn:
+        cur = await conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'")
+        return await cur.fetchone() is not None

@@ -15,9 +15,11 @@ import uuid
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+# The refill reads the time from the inserted row (EXCLUDED.stamp, the statement's now()):
+# Citus takes only immutable functions in DO UPDATE SET, and evaluates now() in VALUES.
 _REFILLED = (
     "least(CAST(:capacity AS float8), b.tokens + CAST(:rate AS float8) * "
-    "greatest(0, extract(epoch FROM now() - b.stamp)))"
+    "greatest(0, extract(epoch FROM excluded.stamp - b.stamp)))"
 )
 
 _TAKE = text(
@@ -26,7 +28,7 @@ _TAKE = text(
     VALUES (:org_id, :key_id, CAST(:capacity AS float8) - 1, now(), true)
     ON CONFLICT (org_id, key_id) DO UPDATE SET
         tokens = {_REFILLED} - CASE WHEN {_REFILLED} >= 1 THEN 1 ELSE 0 END,
-        stamp = greatest(b.stamp, now()),
+        stamp = greatest(b.stamp, excluded.stamp),
         granted = {_REFILLED} >= 1
     RETURNING granted, tokens
     """

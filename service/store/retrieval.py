@@ -216,6 +216,11 @@ def bm25_ctes(scope_n: str, lex_tail: str = "") -> list[str]:
     Args:
         scope_n: SQL for N, the number of memories in scope (idf's denominator).
         lex_tail: appended to ``lex`` after its GROUP BY (an ORDER BY / LIMIT cap).
+
+    The sums add their terms in lexeme order: floating-point addition is not associative,
+    and a plan that meets the rows in another order (another node, another table size, a
+    Citus shard) would otherwise give a share a few ulps apart, enough to swap two tied
+    memories at a pack's cut-off.
     """
     return [
         # One tsquery per goal lexeme, quoted as tsquery input wants (quotes and
@@ -241,8 +246,9 @@ def bm25_ctes(scope_n: str, lex_tail: str = "") -> list[str]:
             LEFT JOIN (SELECT DISTINCT lexeme, df FROM tf) d USING (lexeme))""",
         f"""lex AS (
             SELECT tf.id,
-                   sum(i.idf * tf.tf * (:k1 + 1) / (tf.tf + :k1 * (1 - :b + :b * tf.rel_len)))
-                     / nullif((SELECT sum(idf) FROM idf) * (:k1 + 1), 0) AS share,
+                   sum(i.idf * tf.tf * (:k1 + 1) / (tf.tf + :k1 * (1 - :b + :b * tf.rel_len))
+                       ORDER BY tf.lexeme)
+                     / nullif((SELECT sum(idf ORDER BY lexeme) FROM idf) * (:k1 + 1), 0) AS share,
                    array_agg(tf.lexeme ORDER BY i.idf DESC, tf.lexeme) AS matched
             FROM tf JOIN idf i USING (lexeme)
             GROUP BY tf.id
@@ -428,10 +434,14 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
     )
 
 
-def _autocommit(session: AsyncSession) -> bool:
+def _engine_option(session: AsyncSession, option: str) -> bool:
     bind = session.bind
     options = bind.get_execution_options() if isinstance(bind, AsyncEngine) else {}
-    return bool(options.get("ctxpack_autocommit"))
+    return bool(options.get(option))
+
+
+def _autocommit(session: AsyncSession) -> bool:
+    return _engine_option(session, "ctxpack_autocommit")
 
 
 class RetrievalRepository:
@@ -477,7 +487,15 @@ class RetrievalRepository:
         """For this transaction only: search wider than HNSW's default 40 and, on pgvector
         >= 0.8, keep scanning past rows the scope filter drops instead of returning fewer
         neighbours than exist (0.7 has no iterative scan and would reject the setting).
-        Plans go back to custom: whether HNSW or the btree wins depends on the values."""
+        Plans go back to custom: whether HNSW or the btree wins depends on the values.
+
+        On Citus the settings must reach the worker that runs the statement: there they are
+        ``SET LOCAL`` statements, which the coordinator propagates (``set_config`` is not),
+        and plans are custom already; Citus needs pgvector >= 0.8 on every node."""
+        if _engine_option(self.session, "ctxpack_citus"):
+            await self.session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
+            await self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+            return
         await self.session.execute(
             text(
                 """

@@ -35,8 +35,10 @@ def erase_rows(pg_url: str, org_id: uuid.UUID) -> list[tuple[str, int, dict]]:
 
 
 async def test_a_failed_erase_is_audited_as_a_cli_call(
-    client: httpx.AsyncClient, key: Key, pg_url: str
+    client: httpx.AsyncClient, key: Key, pg_url: str, on_citus: bool
 ) -> None:
+    if on_citus:
+        pytest.skip("the failure is a trigger, which Citus refuses on a distributed table")
     made = await client.post("/v1/remember", json={"namespace": "ula", "content": FACT}, headers=key.headers)
     assert made.status_code == 201
     trigger = f"no_delete_{uuid.uuid4().hex[:8]}"

@@ -24,7 +24,7 @@ async def test_idle_dead_connection_is_replaced(
     try:
         pid = await _backend_pid(engine)
         with psycopg.connect(libpq_url(pg_url), autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            admin.execute("SELECT pg_terminate_backend(%s::int)", (pid,))
         monkeypatch.setattr(database, "PING_AFTER_IDLE_SECONDS", 0.0)
         assert await _backend_pid(engine) != pid  # no error: the pool reconnected
     finally:

