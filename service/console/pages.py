@@ -387,6 +387,11 @@ def _newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def _one_line(text: str) -> str:
+    """``text`` as a browser sends an ``<input type=text>`` holding it: no line breaks."""
+    return text.replace("\r", "").replace("\n", "")
+
+
 def _content_sha(text: str) -> str:
     """The edit form's fingerprint of a memory's content, line ends aside: content that
     comes back with only its line ends changed is unchanged, and is not written."""
@@ -426,11 +431,13 @@ async def edit(request: Request, memory_id: str) -> Response:
         changes["content"] = content
     for field in ("name", "type", "url", "source"):
         new = form.get(field, "").strip()
-        if new != form.get("orig_" + field, "").strip():
+        # A text input's value comes back with its line breaks stripped (HTML), the hidden
+        # original with them: a stored value with a line break is unchanged if only those differ.
+        if _one_line(new) != _one_line(form.get("orig_" + field, "").strip()):
             changes[field] = new or None
     tags = [t.strip() for t in form.get("tags", "").split(",") if t.strip()]
     orig_tags = [t.strip() for t in form.get("orig_tags", "").split(",") if t.strip()]
-    if tags != orig_tags:
+    if tags != [_one_line(t) for t in orig_tags]:
         changes["tags"] = tags
     try:
         patch = MemoryPatch.model_validate(changes)

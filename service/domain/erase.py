@@ -41,6 +41,8 @@ from service.store.revocations import notify_revocation
 
 FREE_TEXT = ("goal", "domain", "tag", "key", "name", "fields")
 """The ``request`` fields of an audit row that hold the caller's words, not ids or counts."""
+FREE_TEXT_DETAILS = ("fields_missing",)
+"""The ``details`` fields that do: the field names an artifact read asked for and did not find."""
 
 
 def _scrub(value: Any, names: frozenset[str]) -> tuple[Any, bool]:
@@ -141,7 +143,9 @@ async def erase_namespace(
     scrubbed = await scrub_trail(session, caller.org_id, ids, [name for _, name in doomed])
     await repo.unsupersede(caller.org_id, ids)
     artifacts = await repo.delete_artifacts(caller.org_id, namespace, ids)
-    scrubbed += await repo.erase_free_text(caller.org_id, namespace, artifacts, FREE_TEXT, ERASED)
+    scrubbed += await repo.erase_free_text(
+        caller.org_id, namespace, artifacts, FREE_TEXT, ERASED, FREE_TEXT_DETAILS
+    )
     memories = await repo.delete_memories(caller.org_id, ids)
     key_hashes = await repo.delete_keys_within(caller.org_id, namespace)
     for key_hash in key_hashes:

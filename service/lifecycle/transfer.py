@@ -349,6 +349,10 @@ def _check_line(number: int, obj: dict[str, Any], dims: int | None = None) -> No
             parse_namespace(namespace)
         except InvalidInput as exc:
             raise _refuse(number, exc.message) from None
+        for name, most in (("name", 300), ("summary", 2000)):
+            value = obj.get(name)
+            if value is not None and (not isinstance(value, str) or len(value) > most):
+                raise _refuse(number, f"an artifact's {name} is not text of at most {most} characters")
         if not isinstance(obj.get("size_bytes") or 0, int):
             raise _refuse(number, "size_bytes is not a whole number")
         keys = obj.get("schema_keys") or []

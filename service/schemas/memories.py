@@ -48,9 +48,10 @@ def check_key(value: str) -> str:
         raise ValueError("key must not be empty or start or end with whitespace")
     if _KEY_BAD.search(value):
         raise ValueError("key must not contain control characters or lone surrogates")
-    if any(unicodedata.category(ch) == "Cf" for ch in value):
+    if any(unicodedata.category(ch) in ("Cf", "Zl", "Zp") for ch in value):
         # Bidi overrides, zero-width joiners and other format characters make two keys that
-        # look alike differ (and a key shown in a console or a log read backwards).
+        # look alike differ (and a key shown in a console or a log read backwards); the line
+        # and paragraph separators (U+2028, U+2029) break a key's line like a newline.
         raise ValueError(
             "key must not contain Unicode format characters (bidi overrides, zero-width)"
         )

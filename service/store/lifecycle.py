@@ -25,12 +25,18 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import aggregate_order_by, insert
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from service.store.memories import MemoryRepository
 from service.store.models import Artifact, AuditEvent, Memory, Relation
 
 # Rows fetched per round trip when streaming (server-side cursor).
 STREAM_CHUNK = 1000
+
+
+def _unexpired() -> ColumnElement[bool]:
+    """A memory not expired (an expired one awaits the purge and is never exported)."""
+    return or_(Memory.expires_at.is_(None), Memory.expires_at > func.now())
 
 
 def subtree(column: Any, namespace: str) -> ColumnElement[bool]:
@@ -154,42 +160,51 @@ class LifecycleRepository:
         artifact_ids: Sequence[uuid.UUID],
         fields: Sequence[str],
         replacement: str,
+        detail_fields: Sequence[str] = (),
     ) -> int:
-        """Replace the free text (``fields`` of ``request``: goals, tag filters, keys, names)
-        the calls made at the subtree, or about one of its ``artifact_ids``, recorded,
-        whatever their outcome."""
-        stmt = text(
-            """
-            UPDATE audit_events
-            SET request = (
-                SELECT jsonb_object_agg(e.key, CASE
-                    WHEN e.key <> ALL(CAST(:fields AS text[])) THEN e.value
-                    WHEN jsonb_typeof(e.value) = 'string' THEN to_jsonb(CAST(:repl AS text))
-                    WHEN jsonb_typeof(e.value) = 'array' THEN (
-                        SELECT coalesce(jsonb_agg(to_jsonb(CAST(:repl AS text))), '[]'::jsonb)
-                        FROM jsonb_array_elements(e.value))
-                    ELSE e.value END)
-                FROM jsonb_each(request) AS e)
-            WHERE org_id = :org
-              AND (namespace = :ns OR starts_with(namespace, :under)
-                   OR request->>'artifact_id' = ANY(CAST(:artifacts AS text[])))
-              AND jsonb_typeof(request) = 'object'
-              AND EXISTS (
-                SELECT 1 FROM jsonb_each(request) AS e
-                WHERE e.key = ANY(CAST(:fields AS text[]))
-                  AND (
-                    (jsonb_typeof(e.value) = 'string' AND e.value <> to_jsonb(CAST(:repl AS text)))
-                    OR (jsonb_typeof(e.value) = 'array' AND EXISTS (
-                        SELECT 1 FROM jsonb_array_elements(e.value) AS x
-                        WHERE x <> to_jsonb(CAST(:repl AS text))))))
-            """
-        )
+        """Replace the free text (``fields`` of ``request``: goals, tag filters, keys, names;
+        ``detail_fields`` of ``details``: the field names an artifact read did not find) the
+        calls made at the subtree, or about one of its ``artifact_ids``, recorded, whatever
+        their outcome. Returns the rows rewritten."""
         params = {
             "org": org_id, "ns": namespace, "under": namespace + ":", "repl": replacement,
-            "fields": list(fields), "artifacts": [str(a) for a in artifact_ids],
+            "artifacts": [str(a) for a in artifact_ids],
         }
-        result = await self.session.execute(stmt, params)
-        return int(result.rowcount)  # type: ignore[attr-defined]
+        changed: set[Any] = set()
+        for column, names in (("request", fields), ("details", detail_fields)):
+            if not names:
+                continue
+            stmt = text(
+                f"""
+                UPDATE audit_events
+                SET {column} = (
+                    SELECT jsonb_object_agg(e.key, CASE
+                        WHEN e.key <> ALL(CAST(:fields AS text[])) THEN e.value
+                        WHEN jsonb_typeof(e.value) = 'string' THEN to_jsonb(CAST(:repl AS text))
+                        WHEN jsonb_typeof(e.value) = 'array' THEN (
+                            SELECT coalesce(jsonb_agg(to_jsonb(CAST(:repl AS text))), '[]'::jsonb)
+                            FROM jsonb_array_elements(e.value))
+                        ELSE e.value END)
+                    FROM jsonb_each({column}) AS e)
+                WHERE org_id = :org
+                  AND (namespace = :ns OR starts_with(namespace, :under)
+                       OR request->>'artifact_id' = ANY(CAST(:artifacts AS text[]))
+                       OR details->>'artifact_id' = ANY(CAST(:artifacts AS text[])))
+                  AND jsonb_typeof({column}) = 'object'
+                  AND EXISTS (
+                    SELECT 1 FROM jsonb_each({column}) AS e
+                    WHERE e.key = ANY(CAST(:fields AS text[]))
+                      AND (
+                        (jsonb_typeof(e.value) = 'string' AND e.value <> to_jsonb(CAST(:repl AS text)))
+                        OR (jsonb_typeof(e.value) = 'array' AND EXISTS (
+                            SELECT 1 FROM jsonb_array_elements(e.value) AS x
+                            WHERE x <> to_jsonb(CAST(:repl AS text))))))
+                RETURNING id
+                """
+            )
+            result = await self.session.execute(stmt, {**params, "fields": list(names)})
+            changed.update(r[0] for r in result)
+        return len(changed)
 
     # --- expiry -----------------------------------------------------------------------
 
@@ -289,7 +304,7 @@ class LifecycleRepository:
             .scalar_subquery()
             .label("artifact_ids")
         )
-        stmt = select(*cols, edges, artifacts).where(Memory.org_id == org_id)
+        stmt = select(*cols, edges, artifacts).where(Memory.org_id == org_id, _unexpired())
         if namespace is not None:
             stmt = stmt.where(subtree(Memory.namespace, namespace))
         if since is not None:
@@ -302,7 +317,18 @@ class LifecycleRepository:
     async def stream_artifacts(
         self, org_id: uuid.UUID, *, namespace: str | None, since: datetime | None
     ) -> AsyncIterator[dict[str, Any]]:
-        stmt = select(*Artifact.__table__.columns).where(Artifact.org_id == org_id)
+        # An artifact dies with its memory's expiry (finding 4): an expired one is not exported.
+        expired = (
+            select(Memory.id)
+            .where(
+                Memory.org_id == Artifact.org_id,
+                Memory.id == Artifact.memory_id,
+                Memory.expires_at.is_not(None),
+                Memory.expires_at <= func.now(),
+            )
+            .exists()
+        )
+        stmt = select(*Artifact.__table__.columns).where(Artifact.org_id == org_id, ~expired)
         if namespace is not None:
             stmt = stmt.where(subtree(Artifact.namespace, namespace))
         if since is not None:
@@ -315,7 +341,7 @@ class LifecycleRepository:
     async def count_memories(
         self, org_id: uuid.UUID, *, namespace: str | None, since: datetime | None
     ) -> int:
-        stmt = select(func.count()).select_from(Memory).where(Memory.org_id == org_id)
+        stmt = select(func.count()).select_from(Memory).where(Memory.org_id == org_id, _unexpired())
         if namespace is not None:
             stmt = stmt.where(subtree(Memory.namespace, namespace))
         if since is not None:
@@ -354,14 +380,25 @@ class LifecycleRepository:
     async def set_superseded(
         self, org_id: uuid.UUID, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]
     ) -> None:
-        """``(old, new)`` pairs, where both exist."""
+        """``(old, new)`` pairs, where both exist, are two memories, and the replacement lives
+        in the old memory's namespace (as remember's ``supersedes`` requires: a key limited to
+        that namespace must be able to read what replaced it)."""
+        newer = aliased(Memory)
         for old, new in pairs:
+            if old == new:
+                continue
             await self.session.execute(
                 update(Memory)
                 .where(
                     Memory.org_id == org_id,
                     Memory.id == old,
-                    select(Memory.id).where(Memory.org_id == org_id, Memory.id == new).exists(),
+                    select(newer.id)
+                    .where(
+                        newer.org_id == org_id,
+                        newer.id == new,
+                        newer.namespace == Memory.namespace,
+                    )
+                    .exists(),
                 )
                 .values(superseded_by=new)
             )
@@ -388,7 +425,24 @@ class LifecycleRepository:
         return int(result.rowcount)  # type: ignore[attr-defined]
 
     async def insert_artifacts(self, rows: list[dict[str, Any]]) -> int:
+        """Insert imported artifacts; a ``memory_id`` that is not an artifact memory of the
+        same org and namespace is dropped (a forged one tied the artifact's life and erasure
+        to another namespace's memory)."""
         if not rows:
             return 0
+        wanted = {r["memory_id"] for r in rows if r.get("memory_id") is not None}
+        found: set[tuple[uuid.UUID, str]] = set()
+        if wanted:
+            result = await self.session.execute(
+                select(Memory.id, Memory.namespace).where(
+                    Memory.org_id == rows[0]["org_id"],
+                    Memory.id.in_(wanted),
+                    Memory.type == "artifact",
+                )
+            )
+            found = {(mid, ns) for mid, ns in result.all()}
+        for r in rows:
+            if r.get("memory_id") is not None and (r["memory_id"], r["namespace"]) not in found:
+                r["memory_id"] = None
         stmt = insert(Artifact).values(rows).on_conflict_do_nothing().returning(Artifact.id)
         return len((await self.session.execute(stmt)).all())

@@ -65,3 +65,27 @@ async def test_erase_scrubs_tags_keys_and_names_of_every_call(
     joined = " ".join(r[0] for r in after)
     for word in (TAG, MISSING_KEY, REJECTED_KEY, CONFLICT_KEY, FIELD):
         assert word not in joined, word
+
+
+async def test_erase_scrubs_the_missing_field_names_of_artifact_reads(
+    client: httpx.AsyncClient, make_key: KeyFactory, sql: SqlRows
+) -> None:
+    """review29: the audit row's ``details.fields_missing`` kept the field names a read asked
+    for and did not find after the namespace was erased (``request.fields`` was scrubbed)."""
+    key = await make_key()
+    h = key.headers
+    missing = "zoe_missing_field_e81"
+    art = await client.post(
+        "/v1/artifacts", json={"namespace": "zoe:s2", "name": "Prefs", "body": {"a": 1}}, headers=h
+    )
+    read = await client.get(
+        f"/v1/artifacts/{art.json()['artifact_id']}", params={"fields": ["a", missing]}, headers=h
+    )
+    assert read.status_code == 200 and read.json()["missing"] == [missing], read.text
+    erased = await client.delete("/v1/namespaces/zoe", headers=h)
+    assert erased.status_code == 200, erased.text
+    after = await sql(
+        "SELECT request::text || ' ' || details::text FROM audit_events WHERE org_id = :o",
+        o=key.org_id,
+    )
+    assert not [r[0] for r in after if missing in r[0]]

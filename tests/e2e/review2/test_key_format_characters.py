@@ -13,7 +13,7 @@ TEXT = "Release notes are drafted in the wiki and copied to GitHub on tag."
 
 @pytest.mark.parametrize(
     "bad", ["deploy\u202eyalp", "deploy\u200bnotes", "\u2066deploy\u2069", "dep\u00adloy", "a\ufeffb",
-            "c1\u0085control"],
+            "c1\u0085control", "line\u2028break", "para\u2029graph"],
 )
 async def test_format_characters_in_keys_are_refused(
     client: httpx.AsyncClient, make_key: KeyFactory, bad: str
