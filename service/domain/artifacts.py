@@ -30,8 +30,9 @@ from service.domain.auth import Caller
 from service.domain.memories import erase_memory
 from service.domain.namespaces import parse_namespace
 from service.domain.redaction_fields import check_identifiers, redact_fields
+from service.domain.writes.prepare import check_scanned_bytes
 from service.embedding import AsyncEmbedder
-from service.errors import InvalidInput, NotFound, PayloadTooLarge
+from service.errors import InvalidInput, NotFound
 from service.schemas.artifacts import (
     ArtifactCreate,
     ArtifactCreated,
@@ -111,13 +112,9 @@ async def store_artifact(
 
     def redact() -> tuple[dict[str, Any], dict[str, int]]:
         # Bounded before any scan: the body's compact JSON at most ``max_scanned_bytes``.
-        sent = compact_size(req.body)
-        if sent > max_scanned_bytes:
-            raise PayloadTooLarge(
-                f"body: {sent} bytes as compact JSON; an artifact holds at most "
-                f"{max_scanned_bytes}",
-                field="body",
-            )
+        check_scanned_bytes(
+            compact_size(req.body), max_scanned_bytes, "body", "as compact JSON; store less"
+        )
         return redact_fields({"name": req.name, "summary": req.summary, "body": req.body})
 
     values, counts = await asyncio.to_thread(redact)

@@ -161,7 +161,12 @@ async def remember_batch(
     pipeline = WritePipeline.for_settings(settings)
 
     def prepare_all() -> list[WriteItem]:
-        check_scanned_bytes(sum(scanned_bytes(r) for r in req.items), settings, "items")
+        check_scanned_bytes(
+            sum(scanned_bytes(r) for r in req.items),
+            settings.max_scanned_bytes,
+            "items",
+            "split the batch",
+        )
         return [prepare(i, r, caller, settings, pipeline, f"items.{i}.") for i, r in enumerate(req.items)]
 
     items = await asyncio.to_thread(prepare_all)

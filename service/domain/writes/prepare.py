@@ -249,13 +249,14 @@ def scanned_bytes(req: RememberRequest) -> int:
     return size
 
 
-def check_scanned_bytes(size: int, settings: Settings, field_name: str) -> None:
-    """413 when one call would have more than ``max_scanned_bytes`` of text redacted: the
-    redactor's worst case is about a second of CPU per MB, so a call's text is bounded."""
-    if size > settings.max_scanned_bytes:
+def check_scanned_bytes(size: int, limit: int, field_name: str, hint: str) -> None:
+    """413 when one call would have more than ``limit`` (``max_scanned_bytes``) of text
+    redacted: the redactor's worst case is about a second of CPU per MB, so a call's text is
+    bounded. Every write that redacts (a batch, an artifact body) checks here, before any
+    scan; ``hint`` says how to stay under it."""
+    if size > limit:
         raise PayloadTooLarge(
-            f"{field_name}: {size} bytes of text to scan; at most {settings.max_scanned_bytes} "
-            "per call (split the batch)",
+            f"{field_name}: {size} bytes of text to scan; at most {limit} per call ({hint})",
             field=field_name,
         )
 
