@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from service.config import Settings
 from service.domain.facets import FACET_OF_TYPE, INTENT_FACETS
+from service.domain.goal_focus import focus_goal
 from service.store.retrieval import Mode, RankingPlan
 
 # Hybrid fusion: weight of cosine against the lexical share (tuned on LoCoMo, 0.25-0.35
@@ -36,6 +37,8 @@ BM25_K1 = 0.9
 BM25_B = 0.4
 # A full-text match counts as relevance evidence from this share of the goal's idf mass.
 MIN_LEXICAL_SHARE = 0.10
+# The relative gate: a candidate's relevance must also reach this share of the best one's.
+RELATIVE_GATE = 0.0
 # Intent priors: the intent's first facet x1.30, each next one 0.05 less, others x1.0.
 PRIOR_TOP = 1.30
 PRIOR_STEP = 0.05
@@ -63,6 +66,27 @@ def derive_query(goal: str, domain: str | None) -> str:
     if domain and domain.casefold() not in query.casefold():
         query = f"{query} {domain.strip()}"
     return query
+
+
+@dataclass(frozen=True)
+class GoalQuery:
+    """A goal's texts: ``query`` (the whole goal, for match reasons and the markdown),
+    ``lexical`` (what full-text search reads) and ``vector`` (what the embedder reads)."""
+
+    query: str
+    lexical: str
+    vector: str
+
+
+def goal_query(goal: str, domain: str | None) -> GoalQuery:
+    """The texts the retrievers search with: a multi-turn goal focused on its recent turns
+    (``goal_focus.focus_goal``), each text through ``derive_query``."""
+    focused = focus_goal(goal)
+    return GoalQuery(
+        query=derive_query(goal, domain),
+        lexical=derive_query(focused.lexical, domain),
+        vector=derive_query(focused.vector, domain),
+    )
 
 
 def type_priors(intent: str) -> dict[str, float]:
@@ -123,6 +147,7 @@ def build_plan(inputs: PlanInputs, settings: Settings) -> RankingPlan:
         related_limit=inputs.related_limit if (inputs.include_related and not wake) else 0,
         hnsw_ef_search=max(settings.hnsw_ef_search, candidates),
         exact_scan_max_rows=settings.exact_scan_max_rows,
+        relative_gate=RELATIVE_GATE,
     )
 
 
