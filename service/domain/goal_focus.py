@@ -26,7 +26,7 @@ from dataclasses import dataclass
 # Turns of a dialogue goal the vector reads (the newest ones).
 VECTOR_TURNS = 2
 # Distinct content words a dialogue goal gives full-text search, newest turns first.
-MAX_LEXICAL_TERMS = 16
+MAX_LEXICAL_TERMS = 8
 
 # "Name:" or "Name Surname:" at a turn's start (a speaker label, not content).
 _SPEAKER = re.compile(r"^\s*[\w][\w .'\-]{0,40}:\s+")

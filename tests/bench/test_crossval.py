@@ -49,3 +49,11 @@ def test_folds_split_groups_evenly_and_recall_counts_gold() -> None:
     assert folds == {"g1": 0, "g2": 1, "g3": 2, "g4": 0}
     assert set(folds.values()) == set(range(FOLDS))
     assert recall(["a", "b"], ["b", "x", "a"], 2) == 0.5
+
+
+def test_smoothing_lifts_a_candidate_next_to_a_strong_one() -> None:
+    c = _cands([("a", 0.9, 0.9), ("b", 0.40, 0.0), ("c", 0.42, 0.0)])
+    assert rank(c, DEFAULTS, {}) == ["a", "c", "b"]
+    links = {"a": {"b"}, "b": {"a"}}
+    smoothed = Params(0.3, 0.30, 0.20, 0.10, smooth=0.2)
+    assert rank(c, smoothed, links) == ["a", "b", "c"]
