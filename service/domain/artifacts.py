@@ -29,7 +29,8 @@ from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.memories import erase_memory
 from service.domain.namespaces import parse_namespace
-from service.domain.redaction_fields import check_identifiers, redact_fields
+from service.domain.redaction.fields import check_identifiers, redact_fields
+from service.domain.writes.plan import plan_artifact_memory
 from service.domain.writes.prepare import check_scanned_bytes
 from service.embedding import AsyncEmbedder
 from service.errors import InvalidInput, NotFound
@@ -132,22 +133,23 @@ async def store_artifact(
 
     artifact_id = uuid.uuid4()
     memory_id = uuid.uuid4()
-    [embedding] = await embedder.embed_documents([f"{name}\n{summary}"])
-    await ArtifactRepository(session).add(
-        org_id=caller.org_id,
+    plan = plan_artifact_memory(
+        caller.org_id,
         artifact_id=artifact_id,
-        memory_id=memory_id,
         namespace=req.namespace,
+        project=req.project,
         name=name,
         summary=summary,
+        content_hash=memory_hash(artifact_id),
+        metadata={"artifact_id": str(artifact_id), "schema_keys": keys[:50], "size_bytes": size},
+    )
+    [embedding] = await embedder.embed_documents([plan.embed_text or ""])
+    await ArtifactRepository(session).add(
+        memory={**plan.values, "id": memory_id, "embedding": embedding},
+        artifact_id=artifact_id,
         body=body,
         size_bytes=size,
         schema_keys=keys,
-        project=req.project,
-        embedding=embedding,
-        # Unique per artifact: two artifacts with the same summary are still two memories.
-        content_hash=memory_hash(artifact_id),
-        metadata={"artifact_id": str(artifact_id), "schema_keys": keys[:50], "size_bytes": size},
     )
     audit_id = await audit_service.record(
         session,

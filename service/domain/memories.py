@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -32,15 +31,17 @@ from service.config import Settings
 from service.domain import audit as audit_service
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
-from service.domain.expiry import patched_expiry, purge_colliding
+from service.domain.expiry import purge_colliding
 from service.domain.facets import facet_of
 from service.domain.namespaces import parse_namespace_filter
-from service.domain.redaction import REDACTOR, merge_counts
-from service.domain.redaction_fields import check_identifiers
-from service.domain.remember import derive_name, document_text
-from service.domain.write_pipeline import WritePipeline, strip_placeholders
+from service.domain.redaction import REDACTOR
+from service.domain.redaction.fields import check_identifiers
+from service.domain.write_pipeline import WritePipeline
+from service.domain.writes.apply import apply_update
+from service.domain.writes.plan import plan_update, taken_key, update_values
+from service.domain.writes.prepare import derive_name, prepare_update
 from service.embedding import AsyncEmbedder
-from service.errors import Conflict, GateRejected, InvalidInput, NotFound
+from service.errors import InvalidInput, NotFound
 from service.schemas.memories import (
     DeleteResponse,
     MemoryOut,
@@ -229,93 +230,30 @@ async def update_memory(
                     "readers could no longer read its replacement",
                 )
     pipeline = WritePipeline.for_settings(settings)
-    new_type = changes.get("type") or row.type
-    # The write pipeline, as for remember: validate, redact, gate (placeholders stripped the
-    # same way), hash.
-    # (CPU work on text: in a worker thread, never on the event loop.)
-    clean = await asyncio.to_thread(
-        lambda: pipeline.run(
-            type=new_type,
-            content=changes.get("content"),
-            name=changes.get("name"),
-            url=changes.get("url"),
-            source=changes.get("source"),
-            metadata=(changes["metadata"] or {}) if "metadata" in changes else None,
-            domain=changes.get("domain"),
-            origin=changes.get("origin"),
-            tags=changes.get("tags"),
-        )
+    # The write path, as for remember: prepare (CPU work on text, in a worker thread, never
+    # on the event loop) -> plan -> apply.
+    item = await asyncio.to_thread(
+        prepare_update, changes, row.type, row.name, row.content, pipeline
     )
-    counts = [clean.redactions]
-    values: dict[str, Any] = {}
-    for key in ("name", "url", "source", "domain", "origin", "tags"):
-        if key in changes:
-            values[key] = getattr(clean, key)
-    if "metadata" in changes:
-        values["meta"] = clean.metadata
-    for key in ("type", "project", "valid_at"):
-        if key in changes:
-            values[key] = changes[key]
-    expiry_changed, expires_at = patched_expiry(changes)
-    if expiry_changed:
-        values["expires_at"] = expires_at
-    if clean.content is not None:
-        if clean.verdict is not None and not clean.verdict.accepted:
-            raise GateRejected([{"code": r.code, "hint": r.hint} for r in clean.verdict.reasons])
-        values["content"] = clean.content
-        values["content_hash"] = clean.hash
-        if "name" not in changes:
-            # A derived name follows the content; an explicit one stays (redacted again).
-            if row.name == derive_name(row.content):
-                values["name"] = None
-            else:
-                kept = pipeline.redactor.redact(row.name)
-                values["name"] = kept.text
-                counts.append(kept.counts)
-    elif "type" in changes and changes["type"] != row.type:
-        # A new type labels the old content: it passes the gate as a new write would.
-        verdict = pipeline.gate.check(
-            strip_placeholders(row.content), type=new_type, name=values.get("name", row.name)
-        )
-        if not verdict.accepted:
-            raise GateRejected(
-                [{"code": r.code, "hint": r.hint} for r in verdict.reasons], field="type"
-            )
-    if values.get("name") is None and "name" in values:
-        values["name"] = derive_name(values.get("content", row.content))
-    if row.superseded_by is None and ("content" in values or "project" in values):
-        content_key = (
-            row.namespace,
-            values.get("project", row.project),
-            row.agent_id,
-            values.get("content_hash", row.content_hash),
-        )
+    values = update_values(row, item)
+    taken = None
+    content_key = taken_key(row, values)
+    if content_key is not None:
         # An expired copy nobody can read is purged first, as for remember: never a 409.
         await purge_colliding(session, caller.org_id, [(row.namespace, content_key[3])])
         taken = await repo.hash_taken(caller.org_id, content_key, memory_id)
-        if taken is not None:
-            raise Conflict(
-                f"memory {taken} in this namespace, project and diary already has this content",
-                field="content" if "content" in values else "project",
-                existing_id=str(taken),
-            )
-    if "content" in values or "name" in values:
-        name = values.get("name", row.name)
-        content = values.get("content", row.content)
-        values["embedding"] = (await embedder.embed_documents([document_text(name, content)]))[0]
-    redactions = merge_counts(*counts)
+    plan = plan_update(row, values, taken)
+    plan.refuse()
     ctx.request = {
         "id": str(memory_id),
         "fields": sorted(changes),  # field names only, never values
-        "redactions": [{"label": k, "count": v} for k, v in sorted(redactions.items())],
-        "redaction_count": sum(redactions.values()),
+        "redactions": [{"label": k, "count": v} for k, v in sorted(item.redactions.items())],
+        "redaction_count": sum(item.redactions.values()),
     }
-    await repo.update(caller.org_id, memory_id, values)
-    if values.get("project"):
-        await repo.ensure_projects(caller.org_id, {values["project"]})
+    await apply_update(repo, embedder, caller, plan)
     await audit_service.record(
         session, ctx, outcome="updated", status_code=200, memory_ids=[memory_id],
-        redaction_count=sum(redactions.values()),
+        redaction_count=sum(item.redactions.values()),
     )
     await session.refresh(row)
     return to_out(row)

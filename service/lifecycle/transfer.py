@@ -64,8 +64,9 @@ from service.domain.artifacts import compact_size, memory_hash, schema_keys
 from service.domain.auth import Caller
 from service.domain.namespaces import parse_namespace
 from service.domain.redaction import REDACTOR as _REDACTOR
-from service.domain.redaction_fields import check_identifiers
-from service.domain.writes.prepare import document_text, prepare
+from service.domain.redaction.fields import check_identifiers
+from service.domain.writes.plan import WritePlan, plan_import
+from service.domain.writes.prepare import WriteItem, prepare
 from service.errors import CtxpackError, InvalidInput
 from service.lifecycle.local import LocalResources, model_id, operator
 from service.lifecycle.progress import Progress
@@ -243,14 +244,6 @@ def _uuid(value: Any) -> uuid.UUID | None:
     return uuid.UUID(value) if isinstance(value, str) else None
 
 
-def _embed_text(item: Any) -> str:
-    """What the model embeds for an imported memory: what remember embeds, or for an
-    artifact's memory what domain/artifacts.py embeds (its name over its summary)."""
-    if item.request.type == "artifact" and "artifact_id" in item.metadata:
-        return f"{item.name}\n{item.content}"
-    return document_text(item.name, item.content)
-
-
 def _key(obj: dict[str, Any]) -> str | None:
     key = obj.get("key")
     return key if isinstance(key, str) and key else None
@@ -388,7 +381,7 @@ async def _import_memories(
         repo = LifecycleRepository(session)
         ids = [_uuid(obj.get("id")) for _, obj in chunk]
         present = await repo.existing_ids(caller.org_id, [i for i in ids if i is not None])
-        prepared: list[tuple[dict[str, Any], uuid.UUID, Any]] = []
+        prepared: list[tuple[dict[str, Any], uuid.UUID, WriteItem]] = []
         for (number, obj), mid in zip(chunk, ids, strict=True):
             if mid is None:
                 raise InvalidInput("file", f"line {number}: a memory without an id")
@@ -421,49 +414,23 @@ async def _import_memories(
                     summary.rejected[reason.code] += 1
                 continue
             prepared.append((obj, mid, item))
-        prepared = await _skip_held_keys(session, caller, prepared, replaced or set(), summary)
+        planned = await _plan(session, caller, prepared, replaced or set(), summary)
         vectors: dict[uuid.UUID, Any] = {}
         to_embed = []
-        for obj, mid, item in prepared:
+        for obj, mid, item, plan in planned:
             vec = obj.get("embedding")
             if keep_vectors and isinstance(vec, list) and not item.redactions:
                 vectors[mid] = vec
             else:
-                to_embed.append((mid, item))
+                to_embed.append((mid, plan))
         if to_embed:
             embedded = await resources.embedder.embed_documents(
-                [_embed_text(item) for _, item in to_embed]
+                [plan.embed_text or "" for _, plan in to_embed]
             )
             for (mid, _), vec in zip(to_embed, embedded, strict=True):
                 vectors[mid] = vec
             summary.reembedded += len(to_embed)
-        rows = [
-            {
-                "org_id": caller.org_id,
-                "id": mid,
-                "namespace": item.request.namespace,
-                "type": item.request.type,
-                "name": item.name,
-                "content": item.content,
-                # The file's hash when the content came through unchanged (an artifact's memory
-                # hashes more than its content); else the write path's.
-                "content_hash": _stored_hash(obj, item),
-                "embedding": vectors[mid],
-                "project": item.request.project,
-                "domain": item.domain,
-                "agent_id": item.request.agent_id,
-                "tags": item.tags,
-                "source": item.source,
-                "origin": item.origin,
-                "url": item.url,
-                "valid_at": item.request.valid_at,
-                "created_at": _time(obj.get("created_at")) or datetime.now(UTC),
-                "updated_at": _time(obj.get("updated_at")) or datetime.now(UTC),
-                "expires_at": _time(obj.get("expires_at")),
-                "meta": item.metadata,
-            }
-            for obj, mid, item in prepared
-        ]
+        rows = [{**plan.values, "embedding": vectors[mid]} for _, mid, _, plan in planned]
         inserted = await repo.insert_memories(rows)
         summary.created += len(inserted)
         summary.duplicate += len(rows) - len(inserted)
@@ -472,7 +439,7 @@ async def _import_memories(
         )
 
 
-def _stored_hash(obj: dict[str, Any], item: Any) -> str:
+def _stored_hash(obj: dict[str, Any], item: WriteItem) -> str:
     """The hash the service derives, never the file's (a forged one would make a later,
     different remember a "duplicate" of this memory): an artifact's memory hashes its
     artifact's id, any other memory its redacted content."""
@@ -485,40 +452,44 @@ def _stored_hash(obj: dict[str, Any], item: Any) -> str:
     return str(item.hash)
 
 
-async def _skip_held_keys(
+async def _plan(
     session: Any,
     caller: Caller,
-    prepared: list[tuple[dict[str, Any], uuid.UUID, Any]],
+    prepared: list[tuple[dict[str, Any], uuid.UUID, WriteItem]],
     replaced: set[uuid.UUID],
     summary: ImportSummary,
-) -> list[tuple[dict[str, Any], uuid.UUID, Any]]:
-    """Idempotence by key (module docstring): drop the current memories of the file whose key
-    a current memory of the org holds, counting each as a duplicate (same content) or a
-    conflict (other content), unless the file says that holder was superseded."""
+) -> list[tuple[dict[str, Any], uuid.UUID, WriteItem, WritePlan]]:
+    """Plan each prepared memory (``writes.plan.plan_import``), given the current holder of
+    its key in the org (idempotence by key, module docstring): the inserts, with the file's
+    ids and times; a duplicate or a conflict is counted (a sample of conflicts listed)."""
     wanted = [
         (item.request.namespace, key)
         for obj, _, item in prepared
         if (key := _key(obj)) and not obj.get("superseded_by")
     ]
-    if not wanted:
-        return prepared
-    holders = await MemoryRepository(session).current_by_keys(caller.org_id, wanted)
-    kept = []
+    holders = await MemoryRepository(session).current_by_keys(caller.org_id, wanted) if wanted else {}
+    planned = []
     for obj, mid, item in prepared:
         key = _key(obj)
         holder = holders.get((item.request.namespace, key or "")) if key and not obj.get("superseded_by") else None
-        if holder is None or holder.id == mid or holder.id in replaced:
-            kept.append((obj, mid, item))
-        elif holder.content_hash == _stored_hash(obj, item):
+        times = {
+            "created_at": _time(obj.get("created_at")) or datetime.now(UTC),
+            "updated_at": _time(obj.get("updated_at")) or datetime.now(UTC),
+            "expires_at": _time(obj.get("expires_at")),
+        }
+        plan = plan_import(caller.org_id, item, mid, holder, replaced, _stored_hash(obj, item), times)
+        if plan.action == "duplicate":
             summary.duplicate += 1
-        else:
+        elif plan.action == "conflict":
             summary.conflict += 1
             if len(summary.conflicts) < CONFLICT_SAMPLE:
                 summary.conflicts.append(
                     {"namespace": item.request.namespace, "key": str(key), "id": str(mid),
-                     "current_id": str(holder.id)}
+                     "current_id": str(plan.existing_id)}
                 )
-    return kept
+        else:
+            planned.append((obj, mid, item, plan))
+    return planned
 
 
 async def _import_links(

@@ -22,51 +22,28 @@ class ArtifactRepository:
     async def add(
         self,
         *,
-        org_id: uuid.UUID,
+        memory: dict[str, Any],
         artifact_id: uuid.UUID,
-        memory_id: uuid.UUID,
-        namespace: str,
-        name: str,
-        summary: str,
         body: Any,
         size_bytes: int,
         schema_keys: list[str],
-        project: str | None,
-        embedding: list[float],
-        content_hash: str,
-        metadata: dict[str, Any],
     ) -> None:
-        """Insert the artifact and its memory (same transaction, same namespace and project)."""
-        await MemoryRepository(self.session).insert_rows(
-            [
-                {
-                    "org_id": org_id,
-                    "id": memory_id,
-                    "namespace": namespace,
-                    "type": "artifact",
-                    "name": name,
-                    "content": summary,
-                    "content_hash": content_hash,
-                    "embedding": embedding,
-                    "project": project,
-                    "source": f"artifact:{artifact_id}",
-                    "meta": metadata,
-                }
-            ],
-            skip=None,
-        )
+        """Insert the artifact's memory (``memory``: its row, planned by
+        domain/writes/plan.py) and the artifact beside it (same transaction, same namespace,
+        project, name and summary)."""
+        await MemoryRepository(self.session).insert_rows([memory], skip=None)
         await self.session.execute(
             insert(Artifact).values(
-                org_id=org_id,
+                org_id=memory["org_id"],
                 id=artifact_id,
-                namespace=namespace,
-                name=name,
-                summary=summary,
+                namespace=memory["namespace"],
+                name=memory["name"],
+                summary=memory["content"],
                 body=body,
                 size_bytes=size_bytes,
                 schema_keys=schema_keys,
-                project=project,
-                memory_id=memory_id,
+                project=memory["project"],
+                memory_id=memory["id"],
             )
         )
 

@@ -1,27 +1,35 @@
-"""Write path, steps 2-3: plan each prepared item against the store and apply it.
+"""Write path, step 3: look up what the store holds for each prepared item, plan it
+(writes/plan.py, pure) and carry the plan out.
 
 For the items of one call, in the caller's transaction: purge an expired copy first; exact
-and near duplicates within the duplicate reach (store.memories); keyed items by the plan of
-``writes.keyed`` (created, updated, duplicate, or a 409); a re-assertion supersedes its
-chain's end (``reassert``); then one model call, one multi-row INSERT (``row_values`` is the
-one place a memory row is built from a write), the links and projects, and a duplicate keeps
-its copy alive as long as the longer life (``keep_duplicates_alive``). Returns one
-``Outcome`` per item: ``(status, id, near_duplicates, superseded_id)``.
+and near duplicates within the duplicate reach (store.memories); ``plan_plain`` or, for keyed
+items, ``plan_keyed`` (created, updated, duplicate, or a 409); a re-assertion supersedes its
+chain's end (``reassert``); then one model call, one multi-row INSERT of the plans' rows
+(``plan.row_values`` is the one place a memory row is built from a write), the links and
+projects, and a duplicate keeps its copy alive as long as the longer life
+(``keep_duplicates_alive``). Returns one ``Outcome`` per item: ``(status, id,
+near_duplicates, superseded_id)``. ``apply_update`` carries out a PATCH's plan, and
+``insert_planned`` an insert planned elsewhere (import, the artifact's memory).
 """
 
 from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.config import Settings
 from service.domain.auth import Caller
 from service.domain.expiry import purge_colliding
-from service.domain.writes.keyed import plan_keyed_write
-from service.domain.writes.prepare import WriteItem, document_text
+from service.domain.writes.plan import (
+    WritePlan,
+    embed_text,
+    plan_keyed,
+    plan_plain,
+    supersedes_head,
+)
+from service.domain.writes.prepare import WriteItem
 from service.embedding import AsyncEmbedder
 from service.errors import Conflict
 from service.schemas.memories import NearDuplicate
@@ -41,13 +49,8 @@ async def reassert(
     if item.request.supersedes is not None:
         return
     head = await repo.chain_head(caller.org_id, superseded)
-    req = item.request
-    if (
-        head is not None
-        and caller.may_write_project(head.project)
-        and head.namespace == req.namespace
-        and head.agent_id == req.agent_id
-        and (req.project is None or head.project == req.project)
+    if head is not None and supersedes_head(
+        item.request, head, caller.may_write_project(head.project)
     ):
         item.supersedes = head.id
         item.warnings.append(
@@ -115,16 +118,16 @@ async def embed_and_probe(
     embedder: AsyncEmbedder,
     settings: Settings,
     caller: Caller,
-    fresh: list[WriteItem],
+    fresh: list[tuple[WriteItem, WritePlan]],
 ) -> tuple[list[list[float]], dict[int, list[tuple[uuid.UUID, str, float]]]]:
-    """One model call for the items to store, then their near duplicates within the
-    duplicate reach (``{index: [(id, name, cosine)]}``)."""
-    vectors = await embedder.embed_documents([document_text(i.name, i.content) for i in fresh])
+    """One model call for the items to store (their plans' ``embed_text``), then their near
+    duplicates within the duplicate reach (``{index: [(id, name, cosine)]}``)."""
+    vectors = await embedder.embed_documents([p.embed_text or "" for _, p in fresh])
     near = await repo.near_duplicates(
         caller.org_id,
         [
             (i.index, i.request.namespace, i.request.type, i.request.project, i.request.agent_id, v)
-            for i, v in zip(fresh, vectors, strict=True)
+            for (i, _), v in zip(fresh, vectors, strict=True)
         ],
         settings.near_duplicate_threshold,
         settings.near_duplicate_limit,
@@ -140,7 +143,7 @@ async def store_keyed(
     caller: Caller,
     items: list[WriteItem],
 ) -> dict[int, Outcome]:
-    """Steps 4-5 for items with a key, by the rules of domain/keyed_writes.py."""
+    """Steps 4-5 for items with a key, by the rules of writes/keyed.py (``plan_keyed``)."""
     outcome: dict[int, Outcome] = {}
     if not items:
         return outcome
@@ -160,23 +163,20 @@ async def store_keyed(
         [(i.index, *i.content_key, i.request.key or "") for i in items],
         caller.projects,
     )
+    plans: dict[int, WritePlan] = {}
     for i in items:
         i.supersedes = i.request.supersedes
-    plans = {
-        i.index: plan_keyed_write(
-            i.request.key or "",
-            i.hash,
+        plan = plan_keyed(
+            caller.org_id,
+            i,
             current.get((i.request.namespace, i.request.key or "")),
             same.get(i.index),
             caller.projects,
-            i.prefix,
-            project=i.request.project,
-            agent_id=i.request.agent_id,
         )
-        for i in items
-    }
-    fresh = [i for i in items if plans[i.index].action == "insert"]
-    ids = {i.index: uuid.uuid4() for i in fresh}
+        plan.refuse()
+        plans[i.index] = plan
+    fresh = [(i, plans[i.index]) for i in items if plans[i.index].action == "insert"]
+    ids = {i.index: uuid.uuid4() for i, _ in fresh}
     final = {i.index: ids.get(i.index) or plans[i.index].existing_id for i in items}
     # Supersede the key's holder before its successor takes the key: the partial unique index
     # admits one current memory per key.
@@ -187,7 +187,7 @@ async def store_keyed(
     ]
     await repo.mark_superseded(caller.org_id, replaced)
     for i in items:
-        if plans[i.index].action == "claim" and not await repo.claim_key(
+        if plans[i.index].action == "update" and not await repo.claim_key(
             caller.org_id, final[i.index], i.request.key or ""  # type: ignore[arg-type]
         ):
             # A concurrent keyed write gave this content another key first; the caller's
@@ -201,11 +201,11 @@ async def store_keyed(
         vectors, near = await embed_and_probe(repo, embedder, settings, caller, fresh)
         inserted = await repo.insert_many(
             [
-                {**row_values(caller, i, ids[i.index], vec), "key": i.request.key}
-                for i, vec in zip(fresh, vectors, strict=True)
+                {**p.values, "id": ids[i.index], "embedding": vec}
+                for (i, p), vec in zip(fresh, vectors, strict=True)
             ]
         )
-        for i in fresh:
+        for i, _ in fresh:
             if i.content_key not in inserted:
                 # A concurrent write without a key stored this content first; the caller's
                 # transaction is rolled back and a retry takes the key onto that memory.
@@ -220,32 +220,8 @@ async def store_keyed(
             for m, n, sc in near.get(i.index, [])
         ]
         outcome[i.index] = (plan.status, final[i.index], dups, plan.superseded_id)  # type: ignore[assignment]
-    await link(repo, caller, fresh, outcome, replaced)
+    await link(repo, caller, [i for i, _ in fresh], outcome, replaced)
     return outcome
-
-
-def row_values(caller: Caller, i: WriteItem, memory_id: uuid.UUID, vec: list[float]) -> dict[str, Any]:
-    """The memories row of a prepared item: only redacted text, never the request's own."""
-    return {
-        "org_id": caller.org_id,
-        "id": memory_id,
-        "namespace": i.request.namespace,
-        "type": i.request.type,
-        "name": i.name,
-        "content": i.content,
-        "content_hash": i.hash,
-        "embedding": vec,
-        "project": i.request.project,
-        "domain": i.domain,
-        "agent_id": i.request.agent_id,
-        "tags": i.tags,
-        "source": i.source,
-        "origin": i.origin,
-        "url": i.url,
-        "valid_at": i.request.valid_at,
-        "expires_at": i.expires_at,
-        "meta": i.metadata,
-    }
 
 
 async def link(
@@ -275,14 +251,14 @@ async def store_plain(
     caller: Caller,
     accepted: list[WriteItem],
 ) -> dict[int, Outcome]:
-    """Steps 4-5 for accepted items without a key."""
+    """Steps 4-5 for accepted items without a key (``plan_plain``)."""
     repo = MemoryRepository(session)
     outcome: dict[int, Outcome] = {}
     if not accepted:
         return outcome
     for item in accepted:
         item.supersedes = item.request.supersedes
-    fresh: list[WriteItem] = []
+    fresh: list[tuple[WriteItem, WritePlan]] = []
     repeats: dict[int, int] = {}  # item index -> index of the same content earlier in the batch
     near: dict[int, list[tuple[uuid.UUID, str, float]]]
     if len(accepted) == 1:
@@ -290,7 +266,7 @@ async def store_plain(
         # (a duplicate's vector is wasted; a single write's latency is what matters).
         item = accepted[0]
         req = item.request
-        vectors = await embedder.embed_documents([document_text(item.name, item.content)])
+        vectors = await embedder.embed_documents([embed_text(item)])
         exact, close = await repo.probe_one(
             caller.org_id,
             req.namespace,
@@ -303,12 +279,13 @@ async def store_plain(
             settings.near_duplicate_limit,
             caller.projects,
         )
-        if exact is not None and exact[1]:
-            outcome[item.index] = ("duplicate", exact[0], [], None)
+        plan = plan_plain(caller.org_id, item, exact)
+        if plan.action == "duplicate":
+            outcome[item.index] = ("duplicate", plan.existing_id, [], None)  # type: ignore[assignment]
             return outcome
-        if exact is not None:
-            await reassert(repo, caller, item, exact[0])
-        fresh, near = [item], {item.index: close}
+        if plan.action == "supersede":
+            await reassert(repo, caller, item, plan.existing_id)  # type: ignore[arg-type]
+        fresh, near = [(item, plan)], {item.index: close}
     else:
         # A batch: exact duplicates first (against the store, and within the batch), so a
         # re-sent batch costs no model time.
@@ -319,30 +296,33 @@ async def store_plain(
         )
         first_in_batch: dict[tuple[str, str | None, str | None, str], WriteItem] = {}
         for item in accepted:
-            match = existing.get(item.index)
-            if match is not None and match[1]:
-                outcome[item.index] = ("duplicate", match[0], [], None)
+            plan = plan_plain(caller.org_id, item, existing.get(item.index))
+            if plan.action == "duplicate":
+                outcome[item.index] = ("duplicate", plan.existing_id, [], None)  # type: ignore[assignment]
             elif item.content_key in first_in_batch:
                 repeats[item.index] = first_in_batch[item.content_key].index
             else:
-                if match is not None:
-                    await reassert(repo, caller, item, match[0])
+                if plan.action == "supersede":
+                    await reassert(repo, caller, item, plan.existing_id)  # type: ignore[arg-type]
                 first_in_batch[item.content_key] = item
-                fresh.append(item)
+                fresh.append((item, plan))
         if not fresh:
             return outcome
         vectors, near = await embed_and_probe(repo, embedder, settings, caller, fresh)
-    ids = {i.index: uuid.uuid4() for i in fresh}
-    rows = [row_values(caller, i, ids[i.index], vec) for i, vec in zip(fresh, vectors, strict=True)]
+    ids = {i.index: uuid.uuid4() for i, _ in fresh}
+    rows = [
+        {**p.values, "id": ids[i.index], "embedding": vec}
+        for (i, p), vec in zip(fresh, vectors, strict=True)
+    ]
     inserted = await repo.insert_many(rows)
     # Anything not inserted lost a race with a concurrent identical write: a duplicate of
     # the winner, which holds the same content key (so lies within the write's reach).
-    raced = [i.content_key for i in fresh if i.content_key not in inserted]
+    raced = [i.content_key for i, _ in fresh if i.content_key not in inserted]
     if raced:
         inserted_or_existing = {**inserted, **await repo.current_by_key(caller.org_id, raced)}
     else:
         inserted_or_existing = inserted
-    for item in fresh:
+    for item, _ in fresh:
         new_id = inserted_or_existing[item.content_key]
         status = "created" if item.content_key in inserted else "duplicate"
         dups = [NearDuplicate(id=m, name=n, score=round(s, 4)) for m, n, s in near.get(item.index, [])]
@@ -350,5 +330,19 @@ async def store_plain(
     for index, first in repeats.items():
         outcome[index] = ("duplicate", outcome[first][1], [], None)
 
-    await link(repo, caller, [i for i in fresh if outcome[i.index][0] == "created"], outcome, [])
+    await link(repo, caller, [i for i, _ in fresh if outcome[i.index][0] == "created"], outcome, [])
     return outcome
+
+
+async def apply_update(
+    repo: MemoryRepository, embedder: AsyncEmbedder, caller: Caller, plan: WritePlan
+) -> None:
+    """Carry out a PATCH's ``update`` plan: embed its text when the name or content changed,
+    write the columns, and record a new project."""
+    assert plan.existing_id is not None
+    values = dict(plan.values)
+    if plan.embed_text is not None:
+        values["embedding"] = (await embedder.embed_documents([plan.embed_text]))[0]
+    await repo.update(caller.org_id, plan.existing_id, values)
+    if values.get("project"):
+        await repo.ensure_projects(caller.org_id, {values["project"]})

@@ -20,12 +20,12 @@ from typing import Any
 
 from service.config import Settings
 from service.domain.auth import Caller
-from service.domain.expiry import expiry_of
+from service.domain.expiry import expiry_of, patched_expiry
 from service.domain.redaction import merge_counts
-from service.domain.redaction_fields import check_identifiers
+from service.domain.redaction.fields import check_identifiers
 from service.domain.write_gate import GateVerdict
-from service.domain.write_pipeline import WritePipeline
-from service.errors import InvalidInput, PayloadTooLarge
+from service.domain.write_pipeline import CleanWrite, WritePipeline, strip_placeholders
+from service.errors import GateRejected, InvalidInput, PayloadTooLarge
 from service.schemas.memories import GateReasonOut, Redaction, RememberRequest
 from service.store.memories import MemoryRepository
 
@@ -88,6 +88,73 @@ class WriteItem:
     @property
     def redaction_list(self) -> list[Redaction]:
         return [Redaction(label=k, count=v) for k, v in sorted(self.redactions.items())]
+
+
+@dataclass
+class UpdateItem:
+    """A PATCH after the write pipeline: its set fields, their cleaned values, the expiry,
+    and the name the memory keeps when its content changes and no name was sent."""
+
+    changes: dict[str, Any]
+    clean: CleanWrite
+    # The memory's explicit name, redacted again (None: the name was derived, derive it anew).
+    kept_name: str | None = None
+    expiry_changed: bool = False
+    expires_at: datetime | None = None
+    redactions: dict[str, int] = field(default_factory=dict)
+
+
+def prepare_update(
+    changes: dict[str, Any],
+    row_type: str,
+    row_name: str,
+    row_content: str,
+    pipeline: WritePipeline,
+) -> UpdateItem:
+    """A PATCH's text work, as for remember: validate, redact, gate (placeholders stripped
+    the same way), hash; then its expiry. A content change is gated as a new write; a type
+    change alone gates the old content under the new type (field ``type``). A memory's
+    explicit name is kept over a content change, redacted again.
+
+    Raises:
+        InvalidInput: a bad field or expiry (422 naming it).
+        GateRejected: the new content, or the old content under a new type, fails the gate.
+    """
+    new_type = changes.get("type") or row_type
+    clean = pipeline.run(
+        type=new_type,
+        content=changes.get("content"),
+        name=changes.get("name"),
+        url=changes.get("url"),
+        source=changes.get("source"),
+        metadata=(changes["metadata"] or {}) if "metadata" in changes else None,
+        domain=changes.get("domain"),
+        origin=changes.get("origin"),
+        tags=changes.get("tags"),
+    )
+    item = UpdateItem(changes=changes, clean=clean)
+    counts = [clean.redactions]
+    item.expiry_changed, item.expires_at = patched_expiry(changes)
+    if clean.verdict is not None and not clean.verdict.accepted:
+        # Oversize content comes back without text (refused before any scan): refused all
+        # the same, never a 200 that kept the old content.
+        raise GateRejected([{"code": r.code, "hint": r.hint} for r in clean.verdict.reasons])
+    if clean.content is not None:
+        if "name" not in changes and row_name != derive_name(row_content):
+            # A derived name follows the content; an explicit one stays (redacted again).
+            kept = pipeline.redactor.redact(row_name)
+            item.kept_name = kept.text
+            counts.append(kept.counts)
+    elif "type" in changes and changes["type"] != row_type:
+        # A new type labels the old content: it passes the gate as a new write would.
+        name = clean.name if "name" in changes else row_name
+        verdict = pipeline.gate.check(strip_placeholders(row_content), type=new_type, name=name)
+        if not verdict.accepted:
+            raise GateRejected(
+                [{"code": r.code, "hint": r.hint} for r in verdict.reasons], field="type"
+            )
+    item.redactions = merge_counts(*counts)
+    return item
 
 
 def prepare(

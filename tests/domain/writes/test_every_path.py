@@ -4,7 +4,9 @@ path and not another fails here (8 of 198 commits once fixed exactly that).
 
 Each path takes the same fields and answers one of: ``stored`` (with the stored row),
 ``refused`` (a 4xx, or an import that refuses the file or counts the item invalid), so every
-rule is one assertion over all paths."""
+rule is one assertion over all paths. A path skips a rule only for a field it does not have
+(an artifact has no tags or times; its summary is not gated) or a right it does not check
+(import runs as the operator)."""
 
 from __future__ import annotations
 
@@ -39,7 +41,20 @@ class Outcome:
     row: dict[str, Any] | None = None  # the stored memory, as the database holds it
 
 
-Path_ = Callable[[httpx.AsyncClient, Key, str, Path, dict[str, Any]], Awaitable[Outcome]]
+@dataclass
+class Ctx:
+    """One rule's run: the client, the key under test, an admin key of the same org (the
+    owner of what a PATCH changes), the database and a folder."""
+
+    client: httpx.AsyncClient
+    key: Key
+    owner: Key
+    url: str
+    tmp: Path
+    base: dict[str, Any]  # fields of the memory a PATCH changes
+
+
+Path_ = Callable[[Ctx, dict[str, Any]], Awaitable[Outcome]]
 
 
 def stored_row(url: str, org_id: uuid.UUID, memory_id: str) -> dict[str, Any]:
@@ -72,17 +87,17 @@ async def post(client: httpx.AsyncClient, key: Key, method: str, url: str, body:
     return await client.request(method, url, content=raw(body).encode(), headers=headers)
 
 
-async def via_remember(client: httpx.AsyncClient, key: Key, url: str, tmp: Path, f: dict[str, Any]) -> Outcome:
-    r = await post(client, key, "POST", "/v1/remember", {"namespace": "w", "content": GOOD, **f})
+async def via_remember(c: Ctx, f: dict[str, Any]) -> Outcome:
+    r = await post(c.client, c.key, "POST", "/v1/remember", {"namespace": "w", "content": GOOD, **f})
     out = answer(r)
     if not out.refused:
-        out.row = stored_row(url, key.org_id, r.json()["id"])
+        out.row = stored_row(c.url, c.key.org_id, r.json()["id"])
     return out
 
 
-async def via_batch(client: httpx.AsyncClient, key: Key, url: str, tmp: Path, f: dict[str, Any]) -> Outcome:
+async def via_batch(c: Ctx, f: dict[str, Any]) -> Outcome:
     item = {"namespace": "w", "content": GOOD, **f}
-    r = await post(client, key, "POST", "/v1/remember/batch", {"items": [item]})
+    r = await post(c.client, c.key, "POST", "/v1/remember/batch", {"items": [item]})
     out = answer(r)
     if out.field:
         out.field = out.field.removeprefix("items.0.")
@@ -90,23 +105,24 @@ async def via_batch(client: httpx.AsyncClient, key: Key, url: str, tmp: Path, f:
         result = r.json()["items"][0]
         if result["status"] == "rejected":
             return Outcome(True, 422, "content")
-        out.row = stored_row(url, key.org_id, result["id"])
+        out.row = stored_row(c.url, c.key.org_id, result["id"])
     return out
 
 
-async def via_keyed(client: httpx.AsyncClient, key: Key, url: str, tmp: Path, f: dict[str, Any]) -> Outcome:
-    return await via_remember(client, key, url, tmp, {"key": "staging-db", **f})
+async def via_keyed(c: Ctx, f: dict[str, Any]) -> Outcome:
+    return await via_remember(c, {"key": "staging-db", **f})
 
 
-async def via_patch(client: httpx.AsyncClient, key: Key, url: str, tmp: Path, f: dict[str, Any]) -> Outcome:
-    made = await client.post(
-        "/v1/remember", json={"namespace": "w", "content": "Deploys freeze on Fridays after noon."},
-        headers=key.headers,
+async def via_patch(c: Ctx, f: dict[str, Any]) -> Outcome:
+    made = await c.client.post(
+        "/v1/remember",
+        json={"namespace": "w", "content": "Deploys freeze on Fridays after noon.", **c.base},
+        headers=c.owner.headers,
     )
     mid = made.json()["id"]
-    r = await post(client, key, "PATCH", f"/v1/memories/{mid}", {"content": GOOD, **f})
+    r = await post(c.client, c.key, "PATCH", f"/v1/memories/{mid}", {"content": GOOD, **f})
     out = answer(r)
-    row = stored_row(url, key.org_id, mid)
+    row = stored_row(c.url, c.key.org_id, mid)
     if out.refused:
         assert row["content"] == "Deploys freeze on Fridays after noon."  # nothing half-written
     else:
@@ -114,9 +130,9 @@ async def via_patch(client: httpx.AsyncClient, key: Key, url: str, tmp: Path, f:
     return out
 
 
-async def via_import(client: httpx.AsyncClient, key: Key, url: str, tmp: Path, f: dict[str, Any]) -> Outcome:
-    settings = make_settings(url)
-    org = f"imp-{uuid.uuid4().hex[:8]}"
+async def via_import(c: Ctx, f: dict[str, Any]) -> Outcome:
+    settings = make_settings(c.url)
+    org = c.key.org
     mid = str(uuid.uuid4())
     lines = [
         {"kind": "header", "format": "ctxpack-export", "version": 1,
@@ -124,19 +140,35 @@ async def via_import(client: httpx.AsyncClient, key: Key, url: str, tmp: Path, f
         {"kind": "memory", "id": mid, "namespace": "w", "type": "episode", "content": GOOD, **f},
         {"kind": "end"},
     ]
-    path = tmp / f"{org}.jsonl"
+    path = c.tmp / f"{org}.jsonl"
     path.write_text("".join(json.dumps(line, allow_nan=True) + "\n" for line in lines))
-    async with open_resources(settings, database_url=url, embedder=FakeEmbedder(), listen=False) as res:
+    async with open_resources(settings, database_url=c.url, embedder=FakeEmbedder(), listen=False) as res:
         try:
             summary = await import_store(res, path, org=org)
         except InvalidInput as exc:
             return Outcome(True, 422, exc.details.get("field"))
     if summary.created == 0:
         return Outcome(True, 422, "file")
-    with psycopg.connect(url) as conn:
-        org_row = conn.execute("SELECT org_id FROM orgs WHERE name = %s", (org,)).fetchone()
-    assert org_row is not None
-    return Outcome(False, 200, row=stored_row(url, org_row[0], mid))
+    return Outcome(False, 200, row=stored_row(c.url, c.key.org_id, mid))
+
+
+# The artifact's memory: its summary is the memory's content, its body is checked as
+# metadata is; it has no tags, times, key or gate.
+ARTIFACT_FIELDS = {"content": "summary", "name": "name", "metadata": "body", "project": "project"}
+
+
+async def via_artifact(c: Ctx, f: dict[str, Any]) -> Outcome:
+    unknown = set(f) - set(ARTIFACT_FIELDS)
+    if unknown:
+        pytest.skip(f"an artifact has no {', '.join(sorted(unknown))}")
+    body = {"namespace": "w", "name": "Staging database", "summary": GOOD, "body": {"port": 5433}}
+    body.update({ARTIFACT_FIELDS[k]: v for k, v in f.items()})
+    r = await post(c.client, c.key, "POST", "/v1/artifacts", body)
+    out = answer(r)
+    out.field = {v: k for k, v in ARTIFACT_FIELDS.items()}.get(out.field or "", out.field)
+    if not out.refused:
+        out.row = stored_row(c.url, c.key.org_id, r.json()["memory_id"])
+    return out
 
 
 PATHS: dict[str, Path_] = {
@@ -145,6 +177,7 @@ PATHS: dict[str, Path_] = {
     "keyed": via_keyed,
     "patch": via_patch,
     "import": via_import,
+    "artifact": via_artifact,
 }
 
 
@@ -154,9 +187,18 @@ def path(request: pytest.FixtureRequest) -> tuple[str, Path_]:
 
 
 async def run(path: tuple[str, Path_], client: httpx.AsyncClient, make_key: KeyFactory,
-              pg_url: str, tmp_path: Path, fields: dict[str, Any]) -> Outcome:
-    key = await make_key()
-    return await path[1](client, key, pg_url, tmp_path, fields)
+              pg_url: str, tmp_path: Path, fields: dict[str, Any], *,
+              base: dict[str, Any] | None = None, **limits: Any) -> Outcome:
+    """Run ``fields`` through ``path`` with a key in a fresh org (limited by ``limits``:
+    scopes, projects, namespaces)."""
+    owner = await make_key()
+    key = await make_key(org=owner.org, **limits) if limits else owner
+    return await path[1](Ctx(client, key, owner, pg_url, tmp_path, base or {}), fields)
+
+
+def skip_on(path: tuple[str, Path_], *names: str, why: str) -> None:
+    if path[0] in names:
+        pytest.skip(why)
 
 
 async def test_secrets_are_redacted_before_storage(path, client, make_key, pg_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -197,6 +239,7 @@ async def test_a_project_holding_a_secret_is_refused(path, client, make_key, pg_
 
 
 async def test_a_fragment_is_refused_by_the_gate(path, client, make_key, pg_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    skip_on(path, "artifact", why="an artifact's summary is its own, not gated")
     out = await run(path, client, make_key, pg_url, tmp_path, {"content": "ok thanks"})
     assert out.refused, out
 
@@ -211,3 +254,38 @@ async def test_a_good_write_is_stored_as_sent(path, client, make_key, pg_url, tm
     assert out.row["metadata"] == {"port": 5433}
     assert out.row["tags"] == ["db", "staging"]
     assert out.row["valid_at"].isoformat().startswith("2026-03-01T10:00:00")
+
+
+async def test_oversize_content_is_refused(path, client, make_key, pg_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = await run(path, client, make_key, pg_url, tmp_path, {"content": GOOD + " more" * 6000})
+    assert out.refused and out.status == 422, out
+
+
+async def test_the_same_content_twice_is_one_current_memory(path, client, make_key, pg_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    skip_on(path, "artifact", why="two artifacts with one summary are two memories")
+    owner = await make_key()
+    first = await client.post("/v1/remember", json={"namespace": "w", "content": GOOD},
+                              headers=owner.headers)
+    assert first.status_code == 201
+    ctx = Ctx(client, owner, owner, pg_url, tmp_path, {})
+    out = await path[1](ctx, {})
+    assert out.status < 500, out
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute(
+            "SELECT id FROM memories WHERE org_id = %s AND content = %s AND superseded_by IS NULL",
+            (owner.org_id, GOOD),
+        ).fetchall()
+    assert [r[0] for r in rows] == [uuid.UUID(first.json()["id"])]
+
+
+async def test_a_key_limited_to_projects_writes_only_into_them(path, client, make_key, pg_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    skip_on(path, "import", why="an import runs as the operator")
+    out = await run(path, client, make_key, pg_url, tmp_path, {"project": "elsewhere"},
+                    base={"project": "mine"}, projects=["mine"])
+    assert out.refused and out.status == 403, out
+
+
+async def test_a_read_only_key_writes_nothing(path, client, make_key, pg_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    skip_on(path, "import", why="an import runs as the operator")
+    out = await run(path, client, make_key, pg_url, tmp_path, {}, scopes=["read"])
+    assert out.refused and out.status == 403, out

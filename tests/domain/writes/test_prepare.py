@@ -1,6 +1,11 @@
 """What the model embeds for a memory: the name only when it adds words the content lacks."""
 
-from service.domain.writes.prepare import derive_name, document_text
+import pytest
+
+from service.config import Settings
+from service.domain.write_pipeline import WritePipeline
+from service.domain.writes.prepare import derive_name, document_text, prepare_update
+from service.errors import GateRejected
 
 
 def test_derived_name_is_not_embedded_twice() -> None:
@@ -26,3 +31,12 @@ def test_an_explicit_name_with_its_own_words_is_embedded_over_the_content() -> N
     content = "Use the read replica for reports; the primary is sized for writes."
     assert document_text("Reporting database", content) == f"Reporting database\n{content}"
     assert document_text("", content) == content
+
+
+def test_an_oversize_patch_is_refused_not_ignored() -> None:
+    """Oversize content comes out of the pipeline without text; a PATCH of it once answered
+    200 and kept the old content."""
+    pipeline = WritePipeline.for_settings(Settings())
+    with pytest.raises(GateRejected) as raised:
+        prepare_update({"content": "word " * 10_000}, "episode", "n", "old", pipeline)
+    assert [r["code"] for r in raised.value.reasons] == ["oversize"]
