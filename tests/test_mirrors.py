@@ -90,7 +90,6 @@ UNMIRRORED = {
     "service/store/models.py",
     "service/store/probes.py",
     "service/store/rate_limits.py",
-    "service/store/retrieval.py",
     "service/store/revocations.py",
     "service/store/vectors.py",
     "service/store/wake.py",
