@@ -86,7 +86,6 @@ UNMIRRORED = {
     "service/store/database.py",
     "service/store/keys.py",
     "service/store/lifecycle.py",
-    "service/store/memories.py",
     "service/store/models.py",
     "service/store/probes.py",
     "service/store/rate_limits.py",

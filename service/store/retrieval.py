@@ -541,6 +541,33 @@ def _autocommit(session: AsyncSession) -> bool:
     return _engine_option(session, "ctxpack_autocommit")
 
 
+async def use_indexes(session: AsyncSession, ef_search: int) -> None:
+    """For this transaction only: search wider than HNSW's default 40 and, on pgvector
+    >= 0.8, keep scanning past rows the scope filter drops instead of returning fewer
+    neighbours than exist (0.7 has no iterative scan and would reject the setting).
+    Plans go back to custom: whether HNSW or the btree wins depends on the values.
+
+    On Citus the settings must reach the worker that runs the statement: there they are
+    ``SET LOCAL`` statements, which the coordinator propagates (``set_config`` is not),
+    and plans are custom already; Citus needs pgvector >= 0.8 on every node."""
+    if _engine_option(session, "ctxpack_citus"):
+        await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
+        await session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+        return
+    await session.execute(
+        text(
+            """
+            SELECT set_config('hnsw.ef_search', :ef, true),
+                   set_config('plan_cache_mode', 'force_custom_plan', true),
+                   CASE WHEN string_to_array(extversion, '.')::int[] >= '{0,8}'
+                        THEN set_config('hnsw.iterative_scan', 'relaxed_order', true) END
+            FROM pg_extension WHERE extname = 'vector'
+            """
+        ),
+        {"ef": str(ef_search)},
+    )
+
+
 class RetrievalRepository:
     """The read side of context packs, bound to one session."""
 
@@ -616,30 +643,8 @@ class RetrievalRepository:
         return list((await self.session.execute(sql, {"qtext": query_text})).scalar_one() or [])
 
     async def use_indexes(self, ef_search: int) -> None:
-        """For this transaction only: search wider than HNSW's default 40 and, on pgvector
-        >= 0.8, keep scanning past rows the scope filter drops instead of returning fewer
-        neighbours than exist (0.7 has no iterative scan and would reject the setting).
-        Plans go back to custom: whether HNSW or the btree wins depends on the values.
-
-        On Citus the settings must reach the worker that runs the statement: there they are
-        ``SET LOCAL`` statements, which the coordinator propagates (``set_config`` is not),
-        and plans are custom already; Citus needs pgvector >= 0.8 on every node."""
-        if _engine_option(self.session, "ctxpack_citus"):
-            await self.session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
-            await self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-            return
-        await self.session.execute(
-            text(
-                """
-                SELECT set_config('hnsw.ef_search', :ef, true),
-                       set_config('plan_cache_mode', 'force_custom_plan', true),
-                       CASE WHEN string_to_array(extversion, '.')::int[] >= '{0,8}'
-                            THEN set_config('hnsw.iterative_scan', 'relaxed_order', true) END
-                FROM pg_extension WHERE extname = 'vector'
-                """
-            ),
-            {"ef": str(ef_search)},
-        )
+        """``use_indexes`` (the module's) for this session's transaction."""
+        await use_indexes(self.session, ef_search)
 
     async def rank(
         self,
