@@ -44,7 +44,7 @@ FUZZ_RUNS ?= 5
 fuzz: $(STAMP)
 	for i in $$(seq $(FUZZ_RUNS)); do \
 		CTXPACK_HYPOTHESIS_PROFILE=fuzz HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/pytest -q \
-			-p no:cacheprovider tests/domain/test_redaction.py tests/domain/test_write_gate.py \
+			-p no:cacheprovider tests/domain/redaction/test_engine.py tests/domain/test_write_gate.py \
 			tests/mcp/test_mcp_limits.py || exit 1; \
 	done
 

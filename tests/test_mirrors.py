@@ -52,7 +52,6 @@ UNMIRRORED = {
     "service/domain/memories.py",
     "service/domain/rate_limit.py",
     "service/domain/redaction_fields.py",
-    "service/domain/redaction_normalize.py",
     "service/domain/remember.py",
     "service/domain/wake.py",
     "service/domain/writes/apply.py",

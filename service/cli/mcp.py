@@ -50,8 +50,9 @@ async def local_backend(settings: Settings, key: str) -> AsyncIterator[Backend]:
 async def remote_backend(url: str, key: str) -> AsyncIterator[Backend]:
     """A backend forwarding to the ctxpack at ``url``, with the key checked once up front."""
     from service.mcp.backends import RemoteBackend
+    from service.remote import CtxpackHttp
 
-    async with RemoteBackend.make_client(url, key) as client:
+    async with CtxpackHttp(url, key, agent="ctxpack-mcp", timeout=60.0) as client:
         backend = RemoteBackend(client)
         await backend.whoami()
         yield backend
@@ -71,7 +72,7 @@ async def serve_stdio(settings: Settings, key: str, url: str | None) -> None:
 
 def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     from service.logs import configure_logging
-    from service.mcp.backends import RemoteError
+    from service.remote import RemoteError
 
     key = os.environ.get(KEY_ENV, "").strip()
     if not key:
@@ -95,7 +96,7 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
 
 def _expected(exc: BaseException) -> BaseException | None:
     """The ctxpack error (local or remote) inside ``exc``, unwrapping exception groups."""
-    from service.mcp.backends import RemoteError
+    from service.remote import RemoteError
 
     if isinstance(exc, CtxpackError | RemoteError):
         return exc

@@ -29,7 +29,7 @@ from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.memories import erase_memory
 from service.domain.namespaces import parse_namespace
-from service.domain.redaction_fields import check_identifiers, redact_fields
+from service.domain.redaction.fields import check_identifiers, redact_fields
 from service.domain.writes.plan import plan_artifact_memory
 from service.domain.writes.prepare import check_scanned_bytes
 from service.embedding import AsyncEmbedder

@@ -68,7 +68,7 @@ from service.domain.audit import AuditAction, AuditContext
 from service.domain.auth import Caller
 from service.domain.context import compile_context
 from service.domain.redaction import merge_counts
-from service.domain.redaction_fields import check_identifiers, redact_fields
+from service.domain.redaction.fields import check_identifiers, redact_fields
 from service.embedding import AsyncEmbedder
 from service.errors import InvalidInput, NotFound
 from service.schemas.assemble import (

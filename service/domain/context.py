@@ -39,7 +39,7 @@ from service.domain.pack_markdown import (
     render_empty_wake,
     render_pack,
 )
-from service.domain.redaction_fields import check_identifiers, redact_fields
+from service.domain.redaction.fields import check_identifiers, redact_fields
 from service.embedding import AsyncEmbedder
 from service.schemas.context import (
     ContextItem,

@@ -33,7 +33,7 @@ from service.domain import audit as audit_service
 from service.domain.audit import ERASED, AuditContext
 from service.domain.auth import Caller
 from service.domain.namespaces import parse_namespace
-from service.domain.redaction_fields import redact_fields
+from service.domain.redaction.fields import redact_fields
 from service.errors import PermissionDenied
 from service.schemas.lifecycle import ErasedCounts, EraseReceipt
 from service.store.lifecycle import LifecycleRepository

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.domain import auth
 from service.domain.caller_cache import CallerCache
 from service.domain.namespaces import parse_namespace
-from service.domain.redaction_fields import check_identifiers
+from service.domain.redaction.fields import check_identifiers
 from service.errors import InvalidInput, NotFound
 from service.store import models
 from service.store.keys import KeyRepository

@@ -35,7 +35,7 @@ from service.domain.expiry import purge_colliding
 from service.domain.facets import facet_of
 from service.domain.namespaces import parse_namespace_filter
 from service.domain.redaction import REDACTOR
-from service.domain.redaction_fields import check_identifiers
+from service.domain.redaction.fields import check_identifiers
 from service.domain.write_pipeline import WritePipeline
 from service.domain.writes.apply import apply_update
 from service.domain.writes.plan import plan_update, taken_key, update_values

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from service.domain.redaction_fields import check_identifiers
+from service.domain.redaction.fields import check_identifiers
 from service.errors import InvalidInput
 
 SEGMENT = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
@@ -22,7 +22,7 @@ def parse_namespace(value: str, field: str = "namespace", *, refuse_secrets: boo
 
     A namespace is an identifier (it scopes reads, and a 403 names it): one in which the
     detector finds a secret (``alice:AKIA...``) is refused, never rewritten, like ``project``
-    and ``agent_id`` (``redaction_fields.check_identifiers``). ``refuse_secrets=False``
+    and ``agent_id`` (``redaction.fields.check_identifiers``). ``refuse_secrets=False``
     only to erase a namespace stored before that check.
 
     Raises:

@@ -5,7 +5,7 @@ For every item, in this order and in the caller's single transaction:
 1. validate (schema, namespace, project and namespace rights, metadata bounds, related ids,
    content size: an oversize item is refused before any text work);
 2. redact secrets and PII from every stored field (content, name, url, source, domain,
-   origin, tags, metadata keys and values; see domain/redaction_fields.py); identifiers
+   origin, tags, metadata keys and values; see domain/redaction/fields.py); identifiers
    (project, agent_id, relationship labels) holding a secret are refused with a 422;
 3. the write gate (fragments, logs, dumps, reasoning chains, oversize);
 4. deduplicate: exact (same normalized content) and near (cosine), both only among what a

@@ -63,7 +63,7 @@ from service.domain import audit as audit_service
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.redaction import PLACEHOLDER_RE
-from service.domain.redaction_fields import check_identifiers, redact_fields
+from service.domain.redaction.fields import check_identifiers, redact_fields
 from service.embedding import AsyncEmbedder
 from service.errors import InvalidInput
 from service.schemas.tool_results import (

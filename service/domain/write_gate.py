@@ -40,6 +40,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from service.config import GateConfig as GateConfig
+
 __all__ = ["HINTS", "GateConfig", "GateReason", "GateVerdict", "WriteGate"]
 
 HINTS: Mapping[str, str] = MappingProxyType(
@@ -66,74 +68,6 @@ HINTS: Mapping[str, str] = MappingProxyType(
         "not the transcript.",
     }
 )
-
-
-@dataclass(frozen=True)
-class GateConfig:
-    """Thresholds of the write gate; each is mirrored as ``CTXPACK_GATE_<FIELD>``.
-
-    Attributes:
-        min_chars: Stripped content shorter than this is a ``fragment``.
-        min_words: Content with fewer words than this is a ``fragment`` (a
-            ``name`` waives this and ``min_chars``: ``db_port`` = ``5433`` is a fact).
-        max_chars: Longer content is ``oversize``.
-        fragment_max_words: Content of at most this many words is checked
-            against the chit-chat vocabulary ("thanks, see you soon!").
-        short_fact_chars: Accepted content shorter than this is reported as
-            ``accepted_short_fact`` rather than ``accepted``.
-        stack_min_frames: Frame lines ("File ..., line N", "at pkg.Cls(F.java:3)")
-            that make a ``stack_trace``; one frame suffices after a traceback
-            header such as "Traceback (most recent call last):".
-        log_min_lines: Log lines (leading timestamp or level) needed for a
-            ``log_dump``.
-        log_min_ratio: Share of the non-blank lines that must be log lines for a
-            ``log_dump``.
-        json_min_chars: Structured (JSON/YAML/XML) text shorter than this is
-            never a ``json_dump``: a small object in a note is fine.
-        max_json_ratio: Share of the content that, once structured, makes it a
-            ``json_dump``.
-        symbol_min_chars: Content shorter than this is never ``symbol_heavy``.
-        max_symbol_ratio: Share of non-space characters outside plain words,
-            numbers, identifiers, paths and URLs (or, for a hex dump, inside
-            byte groups) above which content is ``symbol_heavy``. Prose is
-            near 0.05, ordinary code 0.2-0.45; base64, minified code and hex
-            dumps 0.7-1.0.
-        reasoning_min_markers: Reasoning markers ("let me check", "now I'll
-            run", "next, I will look at") that make a ``reasoning_chain``.
-        reasoning_dominant_ratio: A single marker is enough when the sentences
-            it leads ("Let me check X.") are more than this share of all sentences.
-        tool_output_min_lines: Lines of output under shell/REPL prompts, or
-            changed lines in a diff, that make ``tool_output``.
-        tool_output_min_ratio: Share of the non-blank lines a transcript must
-            make up to be ``tool_output``.
-        code_max_symbol_ratio: ``max_symbol_ratio`` for ``code_types`` (code and
-            markup are symbol-dense; base64 and minified code still exceed it).
-        code_types: Memory types for which code, structured blocks and shell
-            transcripts are legitimate content.
-        code_max_chars: For ``code_types``, ``json_dump`` and ``tool_output``
-            apply only above this length, and ``code_max_symbol_ratio`` only
-            up to it.
-    """
-
-    min_chars: int = 3
-    min_words: int = 2
-    max_chars: int = 20_000
-    fragment_max_words: int = 12
-    short_fact_chars: int = 50
-    stack_min_frames: int = 3
-    log_min_lines: int = 3
-    log_min_ratio: float = 0.5
-    json_min_chars: int = 200
-    max_json_ratio: float = 0.6
-    symbol_min_chars: int = 160
-    max_symbol_ratio: float = 0.6
-    code_max_symbol_ratio: float = 0.9
-    reasoning_min_markers: int = 2
-    reasoning_dominant_ratio: float = 0.5
-    tool_output_min_lines: int = 3
-    tool_output_min_ratio: float = 0.5
-    code_types: tuple[str, ...] = ("artifact", "procedure")
-    code_max_chars: int = 4_000
 
 
 @dataclass(frozen=True)

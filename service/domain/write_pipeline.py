@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 from service.config import Settings
 from service.domain.redaction import PLACEHOLDER_RE, REDACTOR, Redactor
-from service.domain.redaction_fields import redact_fields
+from service.domain.redaction.fields import redact_fields
 from service.domain.write_gate import HINTS, GateConfig, GateReason, GateVerdict, WriteGate
 from service.errors import InvalidInput
 from service.schemas.common import non_finite_path
@@ -194,7 +194,7 @@ class WritePipeline:
 
         The fields that scope reads (project, agent_id, relationship labels) are never
         rewritten: callers refuse them first when they hold a secret
-        (``redaction_fields.check_identifiers``), before any rights check names them.
+        (``redaction.fields.check_identifiers``), before any rights check names them.
         """
         if metadata is not None:
             check_metadata(metadata, self.settings, f"{field_prefix}metadata")

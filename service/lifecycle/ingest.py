@@ -416,35 +416,26 @@ class HttpTarget:
     failures (connection, 5xx, 429) are retried with backoff; a refusal (4xx) stops."""
 
     def __init__(self, url: str, key: str, retries: int = 5, transport: Any = None) -> None:
-        import httpx
+        from service.remote import CtxpackHttp
 
-        self.client = httpx.AsyncClient(
-            base_url=url.rstrip("/"),
-            headers={"Authorization": f"Bearer {key}", "User-Agent": "ctxpack-ingest"},
-            timeout=600,
-            transport=transport,
-        )
+        self.client = CtxpackHttp(url, key, agent="ctxpack-ingest", timeout=600, transport=transport)
         self.retries = retries
 
     async def send(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        import httpx
+        from service.remote import error_body
 
         delay = 1.0
         for attempt in range(self.retries + 1):
             try:
-                response = await self.client.post("/v1/remember/batch", json={"items": items})
-            except httpx.HTTPError as exc:
+                response = await self.client.send("POST", "/v1/remember/batch", json={"items": items})
+            except ServiceUnavailable:
                 if attempt == self.retries:
-                    raise ServiceUnavailable(f"cannot reach {self.client.base_url}: {type(exc).__name__}") from exc
+                    raise
             else:
                 if response.status_code < 400:
                     return list(response.json()["items"])
                 if response.status_code not in (429, 502, 503, 504) or attempt == self.retries:
-                    try:
-                        error = response.json()["error"]
-                    except (ValueError, KeyError, TypeError):
-                        error = {"code": "http_error", "message": f"HTTP {response.status_code}"}
-                    raise _Refused(error)
+                    raise _Refused(error_body(response))
             await asyncio.sleep(delay)
             delay = min(delay * 2, 30)
         raise ServiceUnavailable("unreachable")  # pragma: no cover

@@ -64,7 +64,7 @@ from service.domain.artifacts import compact_size, memory_hash, schema_keys
 from service.domain.auth import Caller
 from service.domain.namespaces import parse_namespace
 from service.domain.redaction import REDACTOR as _REDACTOR
-from service.domain.redaction_fields import check_identifiers
+from service.domain.redaction.fields import check_identifiers
 from service.domain.writes.plan import WritePlan, plan_import
 from service.domain.writes.prepare import WriteItem, prepare
 from service.errors import CtxpackError, InvalidInput

@@ -5,7 +5,8 @@ does: the caller's key checked on every call, its rate limit, one unit of work a
 domain function, one audit row per call under the same action names as HTTP.
 
 ``RemoteBackend`` forwards each call to a ctxpack over HTTP with the caller's key, so the
-remote server authenticates, audits and applies the key's limits.
+remote server authenticates, audits and applies the key's limits (through the one HTTP client
+of ctxpack, service/remote.py, which ingest's HTTP target uses too).
 
 Both build nothing per call: the resources (``open_resources``; or the HTTP client) are
 built once and handed in.
@@ -18,7 +19,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-import httpx
 from mcp.server import ServerRequestContext
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -33,8 +33,9 @@ from service.domain import remember as remember_service
 from service.domain import tool_results as tool_result_service
 from service.domain.audit import AuditAction, AuditContext
 from service.domain.auth import Caller
-from service.errors import AuthenticationError, CtxpackError, ServiceUnavailable
+from service.errors import AuthenticationError, CtxpackError
 from service.mcp.inputs import ListMemoriesInput, RecallArtifactInput
+from service.remote import CtxpackHttp, RemoteError
 from service.resources import Resources
 from service.schemas.artifacts import ArtifactFields
 from service.schemas.assemble import AssembleRequest, AssembleResponse
@@ -53,16 +54,6 @@ M = TypeVar("M", bound=BaseModel)
 
 CALLER_SCOPE_KEY = "ctxpack.caller"
 """Where the /mcp endpoint leaves the authenticated ``Caller`` in the ASGI scope."""
-
-
-class RemoteError(Exception):
-    """An error answered by a remote ctxpack: its HTTP status and its ``error`` body, whose
-    ``code`` is one of the error tree's."""
-
-    def __init__(self, status_code: int, body: dict[str, Any]) -> None:
-        super().__init__(body.get("message", "remote error"))
-        self.status_code = status_code
-        self.body = body
 
 
 RequestContext = ServerRequestContext[Any, Any]
@@ -229,39 +220,13 @@ class LocalBackend:
 class RemoteBackend:
     """Forwards each call to a ctxpack's HTTP API, presenting the key as a Bearer token."""
 
-    def __init__(self, client: httpx.AsyncClient) -> None:
+    def __init__(self, client: CtxpackHttp) -> None:
         self.client = client
-
-    @staticmethod
-    def make_client(url: str, key: str, timeout: float = 60.0) -> httpx.AsyncClient:
-        """One client per process, reused for every call."""
-        return httpx.AsyncClient(
-            base_url=url.rstrip("/"),
-            headers={"Authorization": f"Bearer {key}", "User-Agent": "ctxpack-mcp"},
-            timeout=timeout,
-        )
 
     async def _request(
         self, method: str, path: str, model: type[M], *, json: Any = None, params: Any = None
     ) -> M:
-        try:
-            response = await self.client.request(method, path, json=json, params=params)
-        except httpx.HTTPError as exc:
-            raise ServiceUnavailable(
-                f"cannot reach ctxpack at {self.client.base_url}: {type(exc).__name__}"
-            ) from exc
-        if response.status_code >= 400:
-            try:
-                body = response.json()["error"]
-                if not isinstance(body, dict) or "code" not in body:
-                    raise ValueError
-            except (ValueError, KeyError, TypeError):
-                body = {
-                    "code": "unavailable" if response.status_code >= 500 else "http_error",
-                    "message": f"ctxpack answered HTTP {response.status_code}",
-                }
-            raise RemoteError(response.status_code, body)
-        return model.model_validate(response.json())
+        return await self.client.call(method, path, model, json=json, params=params)
 
     async def whoami(self) -> dict[str, Any]:
         """Check the key against the remote server (used once, at start-up)."""

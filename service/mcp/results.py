@@ -15,8 +15,8 @@ import mcp_types as types
 from pydantic import ValidationError
 
 from service.errors import CtxpackError, InvalidInput
-from service.mcp.backends import RemoteError
 from service.mcp.limits import dumps
+from service.remote import RemoteError
 
 log = logging.getLogger("ctxpack.mcp")
 

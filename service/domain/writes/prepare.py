@@ -22,7 +22,7 @@ from service.config import Settings
 from service.domain.auth import Caller
 from service.domain.expiry import expiry_of, patched_expiry
 from service.domain.redaction import merge_counts
-from service.domain.redaction_fields import check_identifiers
+from service.domain.redaction.fields import check_identifiers
 from service.domain.write_gate import GateVerdict
 from service.domain.write_pipeline import CleanWrite, WritePipeline, strip_placeholders
 from service.errors import GateRejected, InvalidInput, PayloadTooLarge

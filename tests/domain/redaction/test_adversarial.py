@@ -59,9 +59,9 @@ def test_blank_lines_are_not_a_stack_trace() -> None:
 def test_version_shaped_tokens_do_not_backtrack() -> None:
     # ``1.2a1ba1b...!`` made the version pattern's fullmatch exponential (a hypothesis
     # test hung on it); with possessive runs it is one pass, and still not a version.
-    from service.domain.redaction import _VERSION_RE, looks_random
+    from service.domain.redaction.heuristics import VERSION_RE, looks_random
 
     token = "1.2" + "a1b" * 300 + "!"
-    assert _VERSION_RE.fullmatch(token) is None
+    assert VERSION_RE.fullmatch(token) is None
     assert looks_random(token) is False
-    assert _VERSION_RE.fullmatch("1.2.3-beta.4") is not None
+    assert VERSION_RE.fullmatch("1.2.3-beta.4") is not None

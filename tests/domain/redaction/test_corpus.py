@@ -12,7 +12,7 @@ import pytest
 from bench.gate_report import find_locomo_dir
 from bench.redaction_corpus import ordinary_samples, secret_samples
 from service.domain.redaction import Redactor
-from service.domain.redaction_fields import check_identifiers, redact_fields
+from service.domain.redaction.fields import check_identifiers, redact_fields
 from service.errors import InvalidInput
 
 REDACTOR = Redactor()
