@@ -204,9 +204,10 @@ class _CoreSettings(BaseSettings):
         "turns of other conversations do (docs/context.md, 'Calibrating the relevance floor').",
     )
     lexical_relevance_floor: float = Field(
-        0.20,
+        0.15,
         description="Cosine floor for candidates that also match the goal's terms in full text "
-        "(at least 10% of the goal's idf-weighted terms); 98% of LoCoMo evidence turns reach it.",
+        "(at least 10% of the goal's idf-weighted terms). Chosen by cross-validation over three "
+        "corpora (`python -m bench.crossval`; docs/context.md, 'Cross-validated constants').",
     )
     candidate_multiplier: int = Field(
         4, description="Candidates fetched per retriever, as a multiple of the pack limit."

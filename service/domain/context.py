@@ -337,19 +337,20 @@ async def compile_context(
         return await _compile_wake(session, embedder, settings, caller, ctx, req, limit, visible)
 
     assert req.goal is not None  # the schema requires it outside wake
-    query = ranking.derive_query(req.goal, req.domain)
+    texts = ranking.goal_query(req.goal, req.domain)
+    query = texts.query
     scope = _scope(caller, req, visible, None)
     repo = RetrievalRepository(session)
     # One after the other: overlapping the model with the scope probe gained nothing
     # measurable on two cores (the model's two threads take both).
-    vector = await embedder.embed_query(query) if req.retrieval != "lexical" else None
+    vector = await embedder.embed_query(texts.vector) if req.retrieval != "lexical" else None
     scope_rows = await repo.scope_size(scope, settings.exact_scan_max_rows + 1)
     plan = ranking.build_plan(
         ranking.PlanInputs(
             mode=req.retrieval,
             layer=req.layer,
             intent=req.intent,
-            query=query,
+            query=texts.lexical,
             query_vector=vector,
             limit=limit,
             domain=req.domain,

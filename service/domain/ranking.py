@@ -15,8 +15,13 @@ the score gaps that tell a strong lexical hit from a weak one.
 
 The relevance gate keeps a candidate when ``cosine >= relevance_floor`` (0.30) or when it
 matches the goal's terms (``lexical >= MIN_LEXICAL_SHARE``) with ``cosine >=
-lexical_relevance_floor`` (0.20). How the floors were chosen: docs/context.md, "Calibrating
-the relevance floor", reproduced by ``bench/locomo_eval.py --calibrate``.
+lexical_relevance_floor`` (0.15), and its relevance reaches ``RELATIVE_GATE`` of the best
+kept candidate's. A goal of several lines is a dialogue: each retriever reads its recent turns
+(``goal_query``, domain/goal_focus.py).
+
+Every constant here and both floors were chosen by cross-validation over three corpora
+(LoCoMo, an agent's memories, short personal-event chats), flat and ingest-style loads:
+``python -m bench.crossval``, docs/context.md "Cross-validated constants".
 """
 
 from __future__ import annotations
@@ -26,16 +31,19 @@ from dataclasses import dataclass
 
 from service.config import Settings
 from service.domain.facets import FACET_OF_TYPE, INTENT_FACETS
+from service.domain.goal_focus import focus_goal
 from service.store.retrieval import Mode, RankingPlan
 
-# Hybrid fusion: weight of cosine against the lexical share (tuned on LoCoMo, 0.25-0.35
-# are within 0.3 points of each other).
+# Hybrid fusion: weight of cosine against the lexical share (cross-validated over 0.2-0.4).
 VECTOR_WEIGHT = 0.3
 # BM25 constants: lower k1 and b than the textbook 1.2 / 0.75 suit short memories.
 BM25_K1 = 0.9
 BM25_B = 0.4
 # A full-text match counts as relevance evidence from this share of the goal's idf mass.
 MIN_LEXICAL_SHARE = 0.10
+# The relative gate: a candidate's relevance must also reach this share of the best one's
+# (the strictest share that costs no corpus 0.5 recall points; 0.4 costs 1.5).
+RELATIVE_GATE = 0.3
 # Intent priors: the intent's first facet x1.30, each next one 0.05 less, others x1.0.
 PRIOR_TOP = 1.30
 PRIOR_STEP = 0.05
@@ -70,6 +78,27 @@ def derive_query(goal: str, domain: str | None) -> str:
     if domain and domain.casefold() not in query.casefold():
         query = f"{query} {domain.strip()}"
     return query
+
+
+@dataclass(frozen=True)
+class GoalQuery:
+    """A goal's texts: ``query`` (the whole goal, for match reasons and the markdown),
+    ``lexical`` (what full-text search reads) and ``vector`` (what the embedder reads)."""
+
+    query: str
+    lexical: str
+    vector: str
+
+
+def goal_query(goal: str, domain: str | None) -> GoalQuery:
+    """The texts the retrievers search with: a multi-turn goal focused on its recent turns
+    (``goal_focus.focus_goal``), each text through ``derive_query``."""
+    focused = focus_goal(goal)
+    return GoalQuery(
+        query=derive_query(goal, domain),
+        lexical=derive_query(focused.lexical, domain),
+        vector=derive_query(focused.vector, domain),
+    )
 
 
 def type_priors(intent: str) -> dict[str, float]:
@@ -132,6 +161,7 @@ def build_plan(inputs: PlanInputs, settings: Settings) -> RankingPlan:
         exact_scan_max_rows=settings.exact_scan_max_rows,
         common_term_freq=COMMON_TERM_FREQ,
         common_term_min_rows=COMMON_TERM_MIN_ROWS,
+        relative_gate=RELATIVE_GATE,
     )
 
 

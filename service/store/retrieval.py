@@ -13,7 +13,8 @@ The statement, for ``mode="hybrid"`` (``vector`` and ``lexical`` drop one retrie
     lex    BM25 (k1, b) per hit, divided by the goal's whole idf mass, so 1.0 means "holds
            every goal term" and a memory matching one common word scores low; top n
     scored the union of both candidate lists, with cosine = 1 - distance computed here
-    gated  relevance = w * cosine + (1 - w) * lexical; the relevance gate
+    gated  relevance = w * cosine + (1 - w) * lexical; the relevance gate (absolute floors,
+           then, when set, a share of the best kept candidate's relevance)
     ranked relevance x intent type prior x domain boost x recency; top ``limit``
     hop    (graph step) in-scope neighbours of ranked items, scored decay x parent's score
     final  ranked + hop, best ``limit``, each with its related list (LATERAL, in scope)
@@ -81,6 +82,8 @@ class RankingPlan:
     exact_scan_max_rows: int
     common_term_freq: float = 1.0
     common_term_min_rows: int = 0
+    # A candidate's relevance must reach this share of the best gated one's (0: off).
+    relative_gate: float = 0.0
 
 
 MEMORY_ROW_FIELDS = (
@@ -455,9 +458,17 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
     )
     if plan.domain is not None:
         prior += " * CASE WHEN s.domain = :domain THEN :domain_boost ELSE 1.0 END"
+    relevant = f"({gate})"
+    if plan.relative_gate > 0:
+        # The relative gate: a candidate must also reach a share of the best relevance
+        # among those the absolute gate keeps (a window over the candidates only).
+        relevant += (
+            f" AND {relevance} >= :rel_gate"
+            f" * max(CASE WHEN {gate} THEN {relevance} END) OVER ()"
+        )
     ctes.append(
         f"""gated AS (
-        SELECT s.*, ({gate}) AS relevant, {relevance} AS relevance, {prior} AS prior
+        SELECT s.*, {relevant} AS relevant, {relevance} AS relevance, {prior} AS prior
         FROM scored s)"""
     )
     recency = (
@@ -698,6 +709,8 @@ class RetrievalRepository:
             params.update(vw=plan.vector_weight, lex_floor=plan.lexical_floor)
         if plan.recency_weight > 0:
             params.update(recency_weight=plan.recency_weight, recency_days=plan.recency_days)
+        if plan.relative_gate > 0:
+            params["rel_gate"] = plan.relative_gate
         if plan.graph_decay is not None:
             params["decay"] = plan.graph_decay
         if plan.related_limit > 0:

@@ -550,3 +550,26 @@ async def test_odd_goals_are_harmless(
         "/v1/context", json={"goal": goal, "namespace": "alice"}, headers=key.headers
     )
     assert response.status_code == 200, response.text
+
+
+async def test_a_dialogue_goal_is_answered_about_its_last_turns(
+    client: httpx.AsyncClient, key: Key, seed: Seeder
+) -> None:
+    """The chat talked long about the kitchen and ends on the puppy: the pack is about the
+    puppy (domain/goal_focus.py), not about the bag of every word said."""
+    puppy = await seed.add("Biscuit the puppy is settling in at home", type="episode")
+    kitchen = await seed.add(
+        "We repainted the kitchen walls sage green, new cabinets, tiles and a brass faucet",
+        type="episode",
+    )
+    older = [
+        "Sam: the kitchen walls look great in sage green",
+        "Leo: thanks, the cabinets and the tiles took ages",
+        "Sam: and the brass faucet? kitchen cabinets tiles walls",
+        "Leo: yes, all good",
+    ]
+    goal = "\n".join([*older, "Sam: and is Biscuit the puppy settling in at home?"])
+    result = await pack(client, key, goal=goal, layer="recall")
+    assert ids_of(result)[0] == puppy
+    whole = await pack(client, key, goal=" ".join(goal.splitlines()), layer="recall")
+    assert ids_of(whole)[0] == kitchen  # the same words as one line: a bag of them

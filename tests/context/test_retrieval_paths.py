@@ -152,3 +152,43 @@ async def test_the_wide_path_plans_each_call_for_its_values(app: FastAPI) -> Non
         mode = (await session.execute(text("SHOW plan_cache_mode"))).scalar_one()
         await session.execute(text("ROLLBACK"))
     assert mode == "force_custom_plan"
+
+
+@pytest.mark.parametrize("exact_max", [10_000, 0])
+async def test_the_relative_gate_drops_candidates_far_below_the_best(
+    app: FastAPI, key: Key, seed: Seeder, exact_max: int
+) -> None:
+    best = await seed.add(GOAL)
+    weak = await seed.add("blue green deploy notes from the offsite, unrelated otherwise")
+    scope = Scope(org_id=key.org_id, namespaces=["alice"])
+    plan = ranking.build_plan(
+        ranking.PlanInputs(
+            mode="hybrid",
+            layer="recall",
+            intent="general",
+            query=GOAL,
+            query_vector=FakeEmbedder().embed_query(GOAL),
+            limit=10,
+            domain=None,
+            include_related=False,
+            related_limit=0,
+        ),
+        app.state.ctx.settings,
+    )
+    packs = []
+    for share in (0.0, 0.95):
+        async with app.state.ctx.sessionmaker() as session:
+            repo = RetrievalRepository(session)
+            size = await repo.scope_size(scope, 10_001)
+            packs.append(
+                await repo.rank(
+                    scope,
+                    dataclasses.replace(plan, relative_gate=share, exact_scan_max_rows=exact_max),
+                    size,
+                )
+            )
+            await session.rollback()
+    opened, gated = packs
+    assert [r.id for r in opened.rows] == [best, weak]
+    assert [r.id for r in gated.rows] == [best]
+    assert gated.gated_out == opened.gated_out + 1

@@ -71,3 +71,15 @@ def test_matched_phrases_join_adjacent_words() -> None:
         "happy",
     ]
     assert matched_phrases("anything", []) == []
+
+
+def test_a_dialogue_goal_gives_each_retriever_its_focused_text() -> None:
+    from service.domain.ranking import goal_query
+
+    goal = "Sam: hi!\nLeo: hello\nSam: how was the trip to Kyoto?"
+    texts = goal_query(goal, "travel")
+    assert texts.query == "Sam: hi! Leo: hello Sam: how was the trip to Kyoto? travel"
+    assert texts.lexical == "trip Kyoto travel"
+    assert texts.vector == "Leo: hello Sam: how was the trip to Kyoto? travel"
+    one_line = goal_query("rotate the refresh tokens", None)
+    assert one_line.query == one_line.lexical == one_line.vector == "rotate the refresh tokens"
