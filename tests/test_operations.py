@@ -5,12 +5,17 @@ declared model, and the console runs only declared operations."""
 from __future__ import annotations
 
 import re
+import uuid
 
 from fastapi import FastAPI
+from pydantic import BaseModel
 
 from service import operations
 from service.mcp.tools import TOOLS
 from service.operations import OPERATIONS
+from service.schemas.artifacts import ArtifactQuery
+from service.schemas.lifecycle import NamespaceRef
+from service.schemas.memories import MemoryQuery, MemoryRef, RememberRequest
 
 
 def test_every_tool_is_an_operation_and_says_what_it_says() -> None:
@@ -61,18 +66,54 @@ def _runs(fn: object, through: str) -> set[str]:
     return set(re.findall(rf"{through}\(\s*(?:rc,\s*)?operations\.([A-Z_]+)", source))
 
 
-def test_each_mcp_backend_method_runs_the_operation_of_its_name() -> None:
-    """The backends take the audit action, pool, HTTP route and model from the table, so a
-    method must name its own operation."""
+def test_each_tool_operation_declares_what_the_backends_need() -> None:
+    """The backends run an operation from its row alone: a tool's operation declares its
+    arguments and domain call, and its route's parameters are fields of its arguments. The
+    backends have one entry, ``run``, and no method per operation."""
     from service.mcp.backends import LocalBackend, RemoteBackend
 
-    for backend, through in ((LocalBackend, "_call"), (RemoteBackend, "_forward")):
-        for spec in TOOLS:
-            method = getattr(backend, spec.operation.name, None)
-            if method is None:  # wake runs through context
-                continue
-            ran = _runs(method, through)
-            assert [getattr(operations, n) for n in ran] == [spec.operation], (backend, spec.name)
+    for spec in TOOLS:
+        op = spec.operation
+        assert op.request is not None and op.call is not None, op.name
+        route = op.http.split(" ", 1)[1]
+        assert set(re.findall(r"{(\w+)}", route)) <= set(op.request.model_fields), op.name
+    for backend in (LocalBackend, RemoteBackend):
+        assert not [name for name in OPERATIONS if hasattr(backend, name)], backend
+
+
+class _Recording:
+    """An HTTP client of ctxpack that records each call and answers an empty model."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, object, object]] = []
+
+    async def call(
+        self, method: str, path: str, model: type[BaseModel], *, json: object, params: object
+    ) -> BaseModel:
+        self.calls.append((method, path, json, params))
+        return model.model_construct()
+
+
+async def test_the_remote_backend_sends_each_argument_where_the_route_takes_it() -> None:
+    """Route parameters in the path (quoted), the rest as the query of a GET or DELETE
+    (unset ones left out), else as the JSON body (what the caller set)."""
+    from service.mcp.backends import RemoteBackend
+
+    client = _Recording()
+    remote = RemoteBackend(client)  # type: ignore[arg-type]
+    mid, aid = uuid.uuid4(), uuid.uuid4()
+    await remote.run(None, operations.FORGET, MemoryRef(memory_id=mid))  # type: ignore[arg-type]
+    await remote.run(None, operations.ERASE_NAMESPACE, NamespaceRef(namespace="al ice:s1"))  # type: ignore[arg-type]
+    await remote.run(None, operations.RECALL_ARTIFACT, ArtifactQuery(artifact_id=aid, fields="a,b"))  # type: ignore[arg-type]
+    await remote.run(None, operations.LIST_MEMORIES, MemoryQuery(type="decision", limit=5))  # type: ignore[arg-type]
+    await remote.run(None, operations.REMEMBER, RememberRequest(content="x", namespace="alice"))  # type: ignore[arg-type]
+    assert client.calls == [
+        ("DELETE", f"/v1/memories/{mid}", None, None),
+        ("DELETE", "/v1/namespaces/al%20ice:s1", None, None),
+        ("GET", f"/v1/artifacts/{aid}", None, {"fields": "a,b"}),
+        ("GET", "/v1/memories", None, {"type": "decision", "offset": 0, "limit": 5}),
+        ("POST", "/v1/remember", {"content": "x", "namespace": "alice"}, None),
+    ]
 
 
 def test_each_console_page_declares_the_operation_it_runs() -> None:

@@ -11,7 +11,7 @@ views); nothing else in service/console opens a database session.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from fastapi import Request
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -62,7 +62,7 @@ class ConsoleCalls:
             transport=Transport.CONSOLE,
         )
 
-    async def run(self, operation: Operation, fn: Work[T]) -> T:
+    async def run(self, operation: Operation[Any, Any], fn: Work[T]) -> T:
         """Run ``fn(session, ctx)`` as one audited call of ``operation`` (its audit action and
         pool are the operation table's, service/operations.py): the key's rate
         limit first, then the runner's unit of work; ``fn``'s domain function writes the

@@ -107,12 +107,12 @@ class ConsoleRoute(APIRoute):
 
 # The audited call each page makes, declared on the page (``@audited(operation)``); pages
 # without one are unaudited views.
-_PAGE_OPERATIONS: dict[Callable[..., Any], Operation] = {}
+_PAGE_OPERATIONS: dict[Callable[..., Any], Operation[Any, Any]] = {}
 
 Page = TypeVar("Page", bound=Callable[..., Any])
 
 
-def audited(operation: Operation) -> Callable[[Page], Page]:
+def audited(operation: Operation[Any, Any]) -> Callable[[Page], Page]:
     """Declare the operation a page runs (service/operations.py): a refusal before the
     call runner (a bad form field) is audited as that operation's, as the API audits it."""
 

@@ -14,44 +14,25 @@ built once and handed in.
 
 from __future__ import annotations
 
+import re
 import urllib.parse
-import uuid
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar
 
 from mcp.server import ServerRequestContext
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service import operations
-from service.calls import CallFn, Transport
-from service.domain import artifacts as artifact_service
-from service.domain import assemble as assemble_service
-from service.domain import context as context_service
-from service.domain import erase as erase_service
-from service.domain import memories as memory_service
-from service.domain import remember as remember_service
-from service.domain import tool_results as tool_result_service
+from service.calls import Transport
 from service.domain.audit import AuditAction, AuditContext
 from service.domain.auth import Caller
 from service.errors import AuthenticationError, CtxpackError
-from service.mcp.inputs import ListMemoriesInput, RecallArtifactInput
 from service.operations import Operation
 from service.remote import CtxpackHttp, RemoteError
 from service.resources import Resources
-from service.schemas.artifacts import ArtifactFields
-from service.schemas.assemble import AssembleRequest, AssembleResponse
-from service.schemas.context import ContextRequest, ContextResponse
-from service.schemas.lifecycle import EraseReceipt
-from service.schemas.memories import (
-    DeleteResponse,
-    MemoryPage,
-    RememberRequest,
-    RememberResponse,
-)
-from service.schemas.tool_results import ToolResultRequest, ToolResultResponse
 
-T = TypeVar("T")
+Req = TypeVar("Req", bound=BaseModel)
+Out = TypeVar("Out", bound=BaseModel)
 M = TypeVar("M", bound=BaseModel)
 
 CALLER_SCOPE_KEY = "ctxpack.caller"
@@ -61,30 +42,16 @@ CALLER_SCOPE_KEY = "ctxpack.caller"
 RequestContext = ServerRequestContext[Any, Any]
 """The MCP SDK's request context of a tool call (it carries the HTTP request on /mcp)."""
 
+_ROUTE_PARAM = re.compile(r"{(\w+)}")
+
 
 class Backend(Protocol):
     """What the tools call. ``rc`` is the MCP request context; a backend uses it only to
     find the caller."""
 
-    async def remember(self, rc: RequestContext, req: RememberRequest) -> RememberResponse: ...
-
-    async def list_memories(self, rc: RequestContext, query: ListMemoriesInput) -> MemoryPage: ...
-
-    async def forget(self, rc: RequestContext, memory_id: uuid.UUID) -> DeleteResponse: ...
-
-    async def erase_namespace(self, rc: RequestContext, namespace: str) -> EraseReceipt: ...
-
-    async def context(self, rc: RequestContext, req: ContextRequest) -> ContextResponse: ...
-
-    async def recall_artifact(
-        self, rc: RequestContext, query: RecallArtifactInput
-    ) -> ArtifactFields: ...
-
-    async def tool_result(
-        self, rc: RequestContext, req: ToolResultRequest
-    ) -> ToolResultResponse: ...
-
-    async def assemble(self, rc: RequestContext, req: AssembleRequest) -> AssembleResponse: ...
+    async def run(self, rc: RequestContext, op: Operation[Req, Out], request: Req) -> Out:
+        """Run ``op`` (a row of service/operations.py) on ``request``, its arguments."""
+        ...
 
     async def refused(self, rc: RequestContext, action: AuditAction, error: CtxpackError) -> None:
         """Record a call refused before it reached the domain (invalid arguments)."""
@@ -121,10 +88,18 @@ class LocalBackend:
         self.resources = resources
         self.credential = credential
 
-    async def _call(self, rc: RequestContext, op: Operation, fn: CallFn[T]) -> T:
-        """Run ``fn`` as one call of ``op``: its audit action and pool are the operation
+    async def run(self, rc: RequestContext, op: Operation[Req, Out], request: Req) -> Out:
+        """One call of ``op``: its domain call, audit action and pool are the operation
         table's (service/operations.py)."""
-        return await self.resources.runner.run(
+        call = op.call
+        if call is None:
+            raise TypeError(f"operation {op.name!r} declares no domain call")
+        res = self.resources
+
+        async def fn(session: AsyncSession, caller: Caller, ctx: AuditContext) -> Out:
+            return await call(res, session, caller, ctx, request)
+
+        return await res.runner.run(
             self.credential(rc),
             op.action,
             fn,
@@ -137,86 +112,6 @@ class LocalBackend:
         await self.resources.runner.refuse(
             self.credential(rc), action, error, transport=Transport.MCP
         )
-
-    async def remember(self, rc: RequestContext, req: RememberRequest) -> RememberResponse:
-        res = self.resources
-
-        async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> RememberResponse:
-            return await remember_service.remember(
-                session, res.embedder, res.settings, caller, req, ctx
-            )
-
-        return await self._call(rc, operations.REMEMBER, run)
-
-    async def list_memories(self, rc: RequestContext, query: ListMemoriesInput) -> MemoryPage:
-        async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> MemoryPage:
-            return await memory_service.list_memories(
-                session,
-                caller,
-                ctx,
-                namespace=query.namespace,
-                type_=query.type,
-                project=query.project,
-                agent_id=query.agent_id,
-                tag=query.tag,
-                key=query.key,
-                offset=query.offset,
-                limit=query.limit,
-            )
-
-        return await self._call(rc, operations.LIST_MEMORIES, run)
-
-    async def forget(self, rc: RequestContext, memory_id: uuid.UUID) -> DeleteResponse:
-        async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> DeleteResponse:
-            return await memory_service.delete_memory(session, caller, memory_id, ctx)
-
-        return await self._call(rc, operations.FORGET, run)
-
-    async def erase_namespace(self, rc: RequestContext, namespace: str) -> EraseReceipt:
-        async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> EraseReceipt:
-            return await erase_service.erase_namespace(session, caller, namespace, ctx)
-
-        return await self._call(rc, operations.ERASE_NAMESPACE, run)
-
-    async def context(self, rc: RequestContext, req: ContextRequest) -> ContextResponse:
-        res = self.resources
-
-        async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> ContextResponse:
-            return await context_service.compile_context(
-                session, res.embedder, res.settings, caller, ctx, req
-            )
-
-        return await self._call(rc, operations.CONTEXT, run)
-
-    async def recall_artifact(
-        self, rc: RequestContext, query: RecallArtifactInput
-    ) -> ArtifactFields:
-        async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> ArtifactFields:
-            return await artifact_service.read_artifact(
-                session, caller, ctx, query.artifact_id, query.fields_param(), query.namespace
-            )
-
-        return await self._call(rc, operations.RECALL_ARTIFACT, run)
-
-    async def tool_result(self, rc: RequestContext, req: ToolResultRequest) -> ToolResultResponse:
-        res = self.resources
-
-        async def run(
-            session: AsyncSession, caller: Caller, ctx: AuditContext
-        ) -> ToolResultResponse:
-            return await tool_result_service.envelope_call(session, res.embedder, caller, ctx, req)
-
-        return await self._call(rc, operations.TOOL_RESULT, run)
-
-    async def assemble(self, rc: RequestContext, req: AssembleRequest) -> AssembleResponse:
-        res = self.resources
-
-        async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> AssembleResponse:
-            return await assemble_service.assemble(
-                session, res.embedder, res.settings, caller, ctx, req
-            )
-
-        return await self._call(rc, operations.ASSEMBLE, run)
 
 
 class RemoteBackend:
@@ -241,50 +136,27 @@ class RemoteBackend:
     ) -> None:
         return None  # the remote server never saw the call; there is nothing to audit
 
-    async def _forward(
-        self, op: Operation, *, json: Any = None, params: Any = None, **path: object
-    ) -> Any:
+    async def run(self, rc: RequestContext, op: Operation[Req, Out], request: Req) -> Out:
         """Call ``op``'s HTTP route (its method and path are the operation table's,
-        service/operations.py), the answer as its output model."""
+        service/operations.py): the route's parameters are the request's fields of their
+        names; the other fields are the query of a GET or DELETE (unset ones left out), else
+        the JSON body (fields the caller did not set left out). The answer is parsed as the
+        operation's output model."""
         method, route = op.http.split(" ", 1)
-        url = route.format(**{k: urllib.parse.quote(str(v), safe=":") for k, v in path.items()})
-        return await self.client.call(method, url, op.output, json=json, params=params)
-
-    async def remember(self, rc: RequestContext, req: RememberRequest) -> RememberResponse:
-        body = req.model_dump(mode="json", exclude_unset=True)
-        return cast(RememberResponse, await self._forward(operations.REMEMBER, json=body))
-
-    async def list_memories(self, rc: RequestContext, query: ListMemoriesInput) -> MemoryPage:
-        params = query.model_dump(exclude_none=True, exclude={"max_bytes"})
-        return cast(MemoryPage, await self._forward(operations.LIST_MEMORIES, params=params))
-
-    async def forget(self, rc: RequestContext, memory_id: uuid.UUID) -> DeleteResponse:
-        return cast(DeleteResponse, await self._forward(operations.FORGET, memory_id=memory_id))
-
-    async def erase_namespace(self, rc: RequestContext, namespace: str) -> EraseReceipt:
-        answer = await self._forward(operations.ERASE_NAMESPACE, namespace=namespace)
-        return cast(EraseReceipt, answer)
-
-    async def context(self, rc: RequestContext, req: ContextRequest) -> ContextResponse:
-        body = req.model_dump(mode="json", exclude_unset=True)
-        return cast(ContextResponse, await self._forward(operations.CONTEXT, json=body))
-
-    async def recall_artifact(self, rc: RequestContext, query: RecallArtifactInput) -> ArtifactFields:
-        params = {"fields": query.fields_param(), "namespace": query.namespace}
-        answer = await self._forward(
-            operations.RECALL_ARTIFACT,
-            params={k: v for k, v in params.items() if v is not None},
-            artifact_id=query.artifact_id,
+        names = set(_ROUTE_PARAM.findall(route))
+        url = route.format(
+            **{
+                name: urllib.parse.quote(str(getattr(request, name)), safe=":")
+                for name in names
+            }
         )
-        return cast(ArtifactFields, answer)
-
-    async def tool_result(self, rc: RequestContext, req: ToolResultRequest) -> ToolResultResponse:
-        body = req.model_dump(mode="json", exclude_unset=True)
-        return cast(ToolResultResponse, await self._forward(operations.TOOL_RESULT, json=body))
-
-    async def assemble(self, rc: RequestContext, req: AssembleRequest) -> AssembleResponse:
-        body = req.model_dump(mode="json", exclude_unset=True)
-        return cast(AssembleResponse, await self._forward(operations.ASSEMBLE, json=body))
+        json: Any = None
+        params: Any = None
+        if method in ("GET", "DELETE"):
+            params = request.model_dump(mode="json", exclude_none=True, exclude=names) or None
+        else:
+            json = request.model_dump(mode="json", exclude_unset=True, exclude=names)
+        return await self.client.call(method, url, op.output, json=json, params=params)
 
 
 __all__ = [

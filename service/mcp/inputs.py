@@ -14,8 +14,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.errors import InvalidInput
+from service.schemas.artifacts import ArtifactQuery
 from service.schemas.context import ContextRequest
-from service.schemas.memories import MemoryType
+from service.schemas.lifecycle import NamespaceRef
+from service.schemas.memories import MemoryQuery, MemoryRef, MemoryType
 
 MIN_MAX_BYTES = 512
 _BAD_TEXT = re.compile("[\x00\ud800-\udfff]")
@@ -92,6 +94,10 @@ class ListMemoriesInput(BaseModel):
         "page (`has_more`, `next_offset`). null: no budget.",
     )
 
+    def request(self) -> MemoryQuery:
+        """The query this call stands for."""
+        return MemoryQuery.model_validate(self.model_dump(exclude={"max_bytes"}))
+
 
 class ForgetInput(BaseModel):
     """The memory to erase (the path of DELETE /v1/memories/{id})."""
@@ -101,6 +107,9 @@ class ForgetInput(BaseModel):
     id: uuid.UUID = Field(
         description="Id of the memory to erase, as returned by remember or context."
     )
+
+    def request(self) -> MemoryRef:
+        return MemoryRef(memory_id=self.id)
 
 
 class EraseNamespaceInput(BaseModel):
@@ -113,6 +122,12 @@ class EraseNamespaceInput(BaseModel):
         max_length=200,
         description="The same namespace again: a guard against erasing the wrong one.",
     )
+
+    def request(self) -> NamespaceRef:
+        """The namespace to erase, once ``confirm`` repeats it."""
+        if self.confirm != self.namespace:
+            raise InvalidInput("confirm", "confirm must repeat the namespace to erase")
+        return NamespaceRef(namespace=self.namespace)
 
 
 class ContextInput(TextLimits, ContextRequest):
@@ -187,3 +202,9 @@ class RecallArtifactInput(TextLimits):
     def fields_param(self) -> str | None:
         """The ``fields`` query parameter of the HTTP endpoint."""
         return ",".join(self.fields) if self.fields else None
+
+    def request(self) -> ArtifactQuery:
+        """The read this call stands for."""
+        return ArtifactQuery(
+            artifact_id=self.artifact_id, fields=self.fields_param(), namespace=self.namespace
+        )

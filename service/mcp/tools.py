@@ -1,5 +1,7 @@
 """The MCP tools: their names, descriptions (read by the model that calls them), input models
-and the thin function each runs: validate, call one backend method, shape the result.
+and how each shapes its answer. A tool runs its operation (service/operations.py) through the
+backend's one entry, ``Backend.run``, on the arguments its input model stands for
+(``request()``, where the input adds what only MCP has: text limits, a confirmation).
 
 Transient context (see README, "MCP"): ``context`` and ``wake`` results are marked
 ``_meta.context = {lifecycle: "transient", summary}``; a successful ``remember`` answers
@@ -11,7 +13,7 @@ summary once the model has stored what it concluded; ``wake`` registers that pai
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,12 +35,14 @@ from service.mcp.inputs import (
 from service.mcp.limits import clip_field, dumps, fit_items, limit_text
 from service.mcp.results import ok
 from service.operations import Operation
+from service.schemas.artifacts import ArtifactFields
 from service.schemas.assemble import AssembleRequest
 from service.schemas.context import ContextResponse
-from service.schemas.memories import RememberRequest
-from service.schemas.tool_results import ToolResultRequest
+from service.schemas.memories import MemoryPage, RememberRequest, RememberResponse
+from service.schemas.tool_results import ToolResultRequest, ToolResultResponse
 
-Run = Callable[[Backend, RequestContext, Any], Awaitable[types.CallToolResult]]
+Shape = Callable[[Any, Any], types.CallToolResult]
+"""How a tool answers: from the operation's answer and the tool's validated arguments."""
 
 CONSUMED_META: dict[str, Any] = {"context": {"consumed": True}}
 CONTEXT_HINTS: list[dict[str, Any]] = [
@@ -50,15 +54,26 @@ SUMMARY_IDS = 5
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """A tool: its operation (service/operations.py: name, audit action, hints) declared once,
-    plus what only MCP has: a title and a description written for models, the input model
-    and the function that runs it."""
+    """A tool: its operation (service/operations.py: name, audit action, hints, arguments and
+    domain call) declared once, plus what only MCP has: a title and a description written for
+    models, the input model and how the answer is shaped (default: the answer as JSON)."""
 
-    operation: Operation
+    operation: Operation[Any, Any]
     title: str
     description: str
     input_model: type[BaseModel]
-    run: Run
+    shape: Shape | None = None
+
+    async def run(
+        self, backend: Backend, rc: RequestContext, args: BaseModel
+    ) -> types.CallToolResult:
+        """Run the operation on what ``args`` stand for, and shape its answer."""
+        to_request = getattr(args, "request", None)
+        request = to_request() if callable(to_request) else args
+        answer = await backend.run(rc, self.operation, request)
+        if self.shape is None:
+            return ok(answer.model_dump(mode="json"))
+        return self.shape(answer, args)
 
     @property
     def name(self) -> str:
@@ -123,8 +138,7 @@ last `context` result as consumed (`_meta.context.consumed`), so your client may
 """
 
 
-async def _remember(backend: Backend, rc: RequestContext, args: RememberRequest) -> types.CallToolResult:
-    result = await backend.remember(rc, args)
+def _remember(result: RememberResponse, args: RememberRequest) -> types.CallToolResult:
     return ok(result.model_dump(mode="json"), meta=CONSUMED_META)
 
 
@@ -146,10 +160,7 @@ def _memory_item(item: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in item.items() if v is not None and v != [] and v != {}}
 
 
-async def _list_memories(
-    backend: Backend, rc: RequestContext, args: ListMemoriesInput
-) -> types.CallToolResult:
-    page = await backend.list_memories(rc, args)
+def _list_memories(page: MemoryPage, args: ListMemoriesInput) -> types.CallToolResult:
     items = [_memory_item(m.model_dump(mode="json")) for m in page.items]
     # The page's fields around the items, at their longest, come out of the byte budget.
     widest = {
@@ -205,10 +216,6 @@ shared memory, for a key limited to projects).
 """
 
 
-async def _forget(backend: Backend, rc: RequestContext, args: ForgetInput) -> types.CallToolResult:
-    result = await backend.forget(rc, args.id)
-    return ok(result.model_dump(mode="json"))
-
 
 # --- erase_namespace ---------------------------------------------------------------------------
 
@@ -223,16 +230,6 @@ Returns the deletion receipt `{namespace, erased: {memories, relations, artifact
 audit_rows_scrubbed}, erased_at, audit_id}`.
 """
 
-
-async def _erase_namespace(
-    backend: Backend, rc: Any, args: EraseNamespaceInput
-) -> types.CallToolResult:
-    if args.confirm != args.namespace:
-        from service.errors import InvalidInput
-
-        raise InvalidInput("confirm", "confirm must repeat the namespace to erase")
-    result = await backend.erase_namespace(rc, args.namespace)
-    return ok(result.model_dump(mode="json"))
 
 
 # --- context and wake -----------------------------------------------------------------------
@@ -327,13 +324,11 @@ def _pack_result(
     return ok(payload, text=limited.text, meta=meta)
 
 
-async def _context(backend: Backend, rc: RequestContext, args: ContextInput) -> types.CallToolResult:
-    pack = await backend.context(rc, args.request())
+def _context(pack: ContextResponse, args: ContextInput) -> types.CallToolResult:
     return _pack_result(pack, args, {})
 
 
-async def _wake(backend: Backend, rc: RequestContext, args: WakeInput) -> types.CallToolResult:
-    pack = await backend.context(rc, args.request())
+def _wake(pack: ContextResponse, args: WakeInput) -> types.CallToolResult:
     return _pack_result(pack, args, {"contextHints": CONTEXT_HINTS})
 
 
@@ -354,10 +349,7 @@ says what was cut. Error `not_found` when the id is unknown or outside your key'
 _ARTIFACT_BODY = ("fields", "body")
 
 
-async def _recall_artifact(
-    backend: Backend, rc: RequestContext, args: RecallArtifactInput
-) -> types.CallToolResult:
-    artifact = await backend.recall_artifact(rc, args)
+def _recall_artifact(artifact: ArtifactFields, args: RecallArtifactInput) -> types.CallToolResult:
     unused = {"body"} if args.fields else {"fields", "missing"}
     whole = artifact.model_dump(mode="json", exclude=unused)
     # Indented, so that head/tail count meaningful lines; one space keeps it lean.
@@ -402,18 +394,8 @@ tool_results, redactions, audit_id}`.
 """
 
 
-async def _tool_result(
-    backend: Backend, rc: RequestContext, args: ToolResultRequest
-) -> types.CallToolResult:
-    result = await backend.tool_result(rc, args)
+def _tool_result(result: ToolResultResponse, args: ToolResultRequest) -> types.CallToolResult:
     return ok(result.model_dump(mode="json"), text=result.content)
-
-
-async def _assemble(
-    backend: Backend, rc: RequestContext, args: AssembleRequest
-) -> types.CallToolResult:
-    result = await backend.assemble(rc, args)
-    return ok(result.model_dump(mode="json"))
 
 
 TOOLS: tuple[ToolSpec, ...] = (
@@ -422,62 +404,59 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="Wake up",
         description=WAKE_DESCRIPTION,
         input_model=WakeInput,
-        run=_wake,
+        shape=_wake,
     ),
     ToolSpec(
         operation=operations.CONTEXT,
         title="Get context for a goal",
         description=CONTEXT_DESCRIPTION,
         input_model=ContextInput,
-        run=_context,
+        shape=_context,
     ),
     ToolSpec(
         operation=operations.REMEMBER,
         title="Remember",
         description=REMEMBER_DESCRIPTION,
         input_model=RememberRequest,
-        run=_remember,
+        shape=_remember,
     ),
     ToolSpec(
         operation=operations.RECALL_ARTIFACT,
         title="Read an artifact's fields",
         description=RECALL_ARTIFACT_DESCRIPTION,
         input_model=RecallArtifactInput,
-        run=_recall_artifact,
+        shape=_recall_artifact,
     ),
     ToolSpec(
         operation=operations.LIST_MEMORIES,
         title="List memories",
         description=LIST_DESCRIPTION,
         input_model=ListMemoriesInput,
-        run=_list_memories,
+        shape=_list_memories,
     ),
     ToolSpec(
         operation=operations.FORGET,
         title="Forget a memory",
         description=FORGET_DESCRIPTION,
         input_model=ForgetInput,
-        run=_forget,
     ),
     ToolSpec(
         operation=operations.ERASE_NAMESPACE,
         title="Erase a namespace",
         description=ERASE_DESCRIPTION,
         input_model=EraseNamespaceInput,
-        run=_erase_namespace,
     ),
     ToolSpec(
         operation=operations.TOOL_RESULT,
         title="Trim and redact a tool result",
         description=TOOL_RESULT_DESCRIPTION,
         input_model=ToolResultRequest,
-        run=_tool_result,
+        shape=_tool_result,
     ),
     ToolSpec(
         operation=operations.ASSEMBLE,
         title="Assemble a model call's messages",
         description=ASSEMBLE_DESCRIPTION,
         input_model=AssembleRequest,
-        run=_assemble,
     ),
 )

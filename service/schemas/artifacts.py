@@ -102,3 +102,12 @@ class ArtifactDeleted(BaseModel):
     memory_id: uuid.UUID | None
     deleted: bool
     audit_id: uuid.UUID | None = None
+
+
+class ArtifactQuery(BaseModel):
+    """An artifact and the fields to read (GET /v1/artifacts/{artifact_id}): ``fields`` is
+    comma-separated, ``namespace`` the caller's (the artifact must live there or above)."""
+
+    artifact_id: uuid.UUID
+    fields: str | None = None
+    namespace: str | None = None

@@ -25,3 +25,9 @@ class EraseReceipt(BaseModel):
     erased: ErasedCounts
     erased_at: datetime
     audit_id: uuid.UUID | None = None
+
+
+class NamespaceRef(BaseModel):
+    """One namespace subtree (the path of ``/v1/namespaces/{namespace}``)."""
+
+    namespace: str

@@ -323,3 +323,22 @@ class DeleteResponse(BaseModel):
     id: uuid.UUID
     deleted: bool
     audit_id: uuid.UUID | None = None
+
+
+class MemoryRef(BaseModel):
+    """One memory, by id (the path of ``/v1/memories/{memory_id}``)."""
+
+    memory_id: uuid.UUID
+
+
+class MemoryQuery(BaseModel):
+    """The filters and paging of a memory listing (the query of GET /v1/memories)."""
+
+    namespace: str | None = None
+    type: MemoryType | None = None
+    project: str | None = None
+    agent_id: str | None = None
+    tag: str | None = None
+    key: str | None = None
+    offset: int = 0
+    limit: int = 50
