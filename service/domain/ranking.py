@@ -27,11 +27,12 @@ Every constant here and both floors were chosen by cross-validation over three c
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from service.config import Settings
 from service.domain.facets import FACET_OF_TYPE, INTENT_FACETS
 from service.domain.goal_focus import focus_goal
+from service.domain.temporal import Period
 from service.store.retrieval import Mode, RankingPlan
 
 # Hybrid fusion: weight of cosine against the lexical share (cross-validated over 0.2-0.4).
@@ -53,6 +54,10 @@ RECENCY_WEIGHT = 0.10
 RECENCY_DAYS = 30.0
 # Graph step: a neighbour pulled in through a relation scores this much of its parent.
 GRAPH_DECAY = 0.8
+
+# The goal's dates (domain/temporal.py): a candidate whose valid_at falls in a period the
+# goal names scores this much more. A boost only: memories without valid_at are unaffected.
+DATE_BOOST = 0.0
 
 DEFAULT_LIMITS = {"wake": 8, "recall": 24, "deep_search": 50}
 # Candidates fetched per retriever: limit x candidate_multiplier, deep_search twice that.
@@ -116,6 +121,7 @@ class PlanInputs:
     domain: str | None
     include_related: bool
     related_limit: int
+    periods: list[Period] = field(default_factory=list)
 
 
 def build_plan(inputs: PlanInputs, settings: Settings) -> RankingPlan:
@@ -153,6 +159,9 @@ def build_plan(inputs: PlanInputs, settings: Settings) -> RankingPlan:
         hnsw_ef_search=max(settings.hnsw_ef_search, candidates),
         exact_scan_max_rows=settings.exact_scan_max_rows,
         relative_gate=RELATIVE_GATE,
+        date_starts=[p.start for p in inputs.periods] if DATE_BOOST > 0 else [],
+        date_ends=[p.end for p in inputs.periods] if DATE_BOOST > 0 else [],
+        date_boost=DATE_BOOST,
     )
 
 
