@@ -545,7 +545,7 @@ def relative_gate_study(goals: list[Goal], best: Params) -> dict[str, Any]:
     return out
 
 
-DATE_BOOSTS = (0.05, 0.1, 0.2, 0.3, 0.5)
+DATE_BOOSTS = (0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
 
 
 def date_boost_study(goals: list[Goal], best: Params) -> dict[str, Any]:
@@ -564,8 +564,13 @@ def date_boost_study(goals: list[Goal], best: Params) -> dict[str, Any]:
         "folds": {h: choose(set(range(FOLDS)) - {h}) for h in range(FOLDS)},
         "all": choose(set(range(FOLDS))),
     }
+    every = set(range(FOLDS))
     for d, cells in sorted(boosts.items()):
-        print(f"date boost {d}: objective {objective(cells, set(range(FOLDS))):.4f}")
+        now = per_cell(cells, every)
+        rows = "  ".join(
+            f"{c}/{lo} {r5:.1f}/{r10:.1f}" for (c, lo), (r5, r10) in sorted(now.items())
+        )
+        print(f"date boost {d}: objective {objective(cells, every):.4f}  {rows}")
     held = {k: c for h, d in out["folds"].items() for k, c in boosts[d].items() if k[2] == h}
     print(table(held, f"\ndate boost, cross-validated (chosen per fold: {out['folds']})"))
     return out
@@ -690,7 +695,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 (goal_focus.VECTOR_TURNS, goal_focus.MAX_LEXICAL_TERMS),
             )  # fmt: skip
             started = time.perf_counter()
-            points = [defaults, BEFORE, *grid()]
+            points = [defaults, BEFORE, *([] if args.no_grid else grid())]
             ranker, off_ranker = Ranker(), Ranker()
             scored = [
                 (p, evaluate(goals, p, ranker), off_topic_items(off, p, off_ranker)) for p in points
@@ -771,6 +776,9 @@ def main() -> int:
     parser.add_argument("--no-api", dest="api", action="store_false", help="skip the API check")
     parser.add_argument(
         "--study-smoothing", action="store_true", help="also score neighbour smoothing (ingest)"
+    )
+    parser.add_argument(
+        "--no-grid", action="store_true", help="score the shipped and former constants only"
     )
     parser.add_argument(
         "--off-topic-slack", type=float, default=0.05,

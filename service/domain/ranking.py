@@ -57,7 +57,9 @@ GRAPH_DECAY = 0.8
 
 # The goal's dates (domain/temporal.py): a candidate whose valid_at falls in a period the
 # goal names scores this much more. A boost only: memories without valid_at are unaffected.
-DATE_BOOST = 0.0
+# Cross-validated: 0.3 is level or better on every corpus and load; 0.5 cost the personal
+# chats 2.1 R@5 on a held-out fold.
+DATE_BOOST = 0.3
 
 DEFAULT_LIMITS = {"wake": 8, "recall": 24, "deep_search": 50}
 # Candidates fetched per retriever: limit x candidate_multiplier, deep_search twice that.
