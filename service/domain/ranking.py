@@ -17,7 +17,8 @@ The relevance gate keeps a candidate when ``cosine >= relevance_floor`` (0.30) o
 matches the goal's terms (``lexical >= MIN_LEXICAL_SHARE``) with ``cosine >=
 lexical_relevance_floor`` (0.15), and its relevance reaches ``RELATIVE_GATE`` of the best
 kept candidate's. A goal of several lines is a dialogue: each retriever reads its recent turns
-(``goal_query``, domain/goal_focus.py).
+(``goal_query``, domain/goal_focus.py). A goal naming a period ("in June", "last week",
+domain/temporal.py) boosts memories whose ``valid_at`` falls in it (``DATE_BOOST``).
 
 Every constant here and both floors were chosen by cross-validation over three corpora
 (LoCoMo, an agent's memories, short personal-event chats), flat and ingest-style loads:
