@@ -50,3 +50,38 @@ def test_the_console_runs_only_declared_operations() -> None:
     used = set(re.findall(r"operations\.([A-Z_]+)", source))
     declared = {name for name in dir(operations) if name.isupper()}
     assert used and used <= declared
+
+
+def _runs(fn: object, through: str) -> set[str]:
+    """The operations ``fn``'s source runs through ``self.<through>(...)`` or
+    ``calls.run(...)``: the names after ``operations.``."""
+    import inspect
+
+    source = inspect.getsource(fn)  # type: ignore[arg-type]
+    return set(re.findall(rf"{through}\(\s*(?:rc,\s*)?operations\.([A-Z_]+)", source))
+
+
+def test_each_mcp_backend_method_runs_the_operation_of_its_name() -> None:
+    """The backends take the audit action, pool, HTTP route and model from the table, so a
+    method must name its own operation."""
+    from service.mcp.backends import LocalBackend, RemoteBackend
+
+    for backend, through in ((LocalBackend, "_call"), (RemoteBackend, "_forward")):
+        for spec in TOOLS:
+            method = getattr(backend, spec.operation.name, None)
+            if method is None:  # wake runs through context
+                continue
+            ran = _runs(method, through)
+            assert [getattr(operations, n) for n in ran] == [spec.operation], (backend, spec.name)
+
+
+def test_each_console_page_declares_the_operation_it_runs() -> None:
+    """A page's refusal is audited as its declared operation: it must be the one it runs."""
+    from service.console import pages
+
+    declared = dict(pages._PAGE_OPERATIONS)
+    assert declared
+    for page, op in declared.items():
+        ran = {getattr(operations, n) for n in _runs(page, "calls.run")}
+        assert ran <= {op}, page.__name__
+        assert ran, f"{page.__name__} declares {op.name} and runs nothing"

@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, TypeVar, get_args
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -97,7 +97,7 @@ class ConsoleRoute(APIRoute):
                     request, 404, "Not found", "Nothing here, or nothing this key may see."
                 )
             except CtxpackError as exc:
-                await _audit_refusal(request, self.endpoint.__name__, exc)
+                await _audit_refusal(request, self.endpoint, exc)
                 return _error(
                     request, exc.status_code, exc.code, exc.message, exc.details.get("field")
                 )
@@ -105,27 +105,32 @@ class ConsoleRoute(APIRoute):
         return route
 
 
-# The audited call each page makes (pages absent here are unaudited views).
-_PAGE_ACTIONS: dict[str, Operation] = {
-    "memories": operations.LIST_MEMORIES,
-    "memory": operations.GET_MEMORY,
-    "edit_form": operations.GET_MEMORY,
-    "edit": operations.UPDATE_MEMORY,
-    "forget_form": operations.GET_MEMORY,
-    "forget": operations.FORGET,
-    "pack": operations.CONTEXT,
-    "replay": operations.REPLAY,
-    "create_key": operations.KEY_CREATE,
-    "revoke_key": operations.KEY_REVOKE,
-}
+# The audited call each page makes, declared on the page (``@audited(operation)``); pages
+# without one are unaudited views.
+_PAGE_OPERATIONS: dict[Callable[..., Any], Operation] = {}
+
+Page = TypeVar("Page", bound=Callable[..., Any])
 
 
-async def _audit_refusal(request: Request, page: str, error: CtxpackError) -> None:
+def audited(operation: Operation) -> Callable[[Page], Page]:
+    """Declare the operation a page runs (service/operations.py): a refusal before the
+    call runner (a bad form field) is audited as that operation's, as the API audits it."""
+
+    def mark(page: Page) -> Page:
+        _PAGE_OPERATIONS[page] = operation
+        return page
+
+    return mark
+
+
+async def _audit_refusal(
+    request: Request, page: Callable[..., Any], error: CtxpackError
+) -> None:
     """A signed-in page's call refused before it reached the call runner (a bad form
     field, a missing confirmation): audited as the API audits the same call's 422. A
     failure inside the runner has its row already."""
     console: ConsoleSession | None = getattr(request.state, "console", None)
-    action = _PAGE_ACTIONS.get(page)
+    action = _PAGE_OPERATIONS.get(page)
     if console is None or action is None or getattr(request.state, "console_call", False):
         return
     await ConsoleCalls(request, console).refuse(action.action, error)
@@ -324,6 +329,7 @@ async def namespaces(request: Request) -> Response:
 
 
 @router.get("/memories", response_class=HTMLResponse)
+@audited(operations.LIST_MEMORIES)
 async def memories(request: Request) -> Response:
     console, calls = await _session(request)
     q = request.query_params
@@ -365,6 +371,7 @@ async def memories(request: Request) -> Response:
 
 
 @router.get("/memories/{memory_id}", response_class=HTMLResponse)
+@audited(operations.GET_MEMORY)
 async def memory(request: Request, memory_id: str) -> Response:
     console, calls = await _session(request)
     mid = _uuid(memory_id)
@@ -399,6 +406,7 @@ def _content_sha(text: str) -> str:
 
 
 @router.get("/memories/{memory_id}/edit", response_class=HTMLResponse)
+@audited(operations.GET_MEMORY)
 async def edit_form(request: Request, memory_id: str) -> Response:
     console, calls = await _session(request)
     console.caller.require("write")
@@ -421,6 +429,7 @@ async def edit_form(request: Request, memory_id: str) -> Response:
 
 
 @router.post("/memories/{memory_id}/edit", response_class=HTMLResponse)
+@audited(operations.UPDATE_MEMORY)
 async def edit(request: Request, memory_id: str) -> Response:
     console, calls = await _session(request)
     form = await _form(request, console)
@@ -496,6 +505,7 @@ async def edit(request: Request, memory_id: str) -> Response:
 
 
 @router.get("/memories/{memory_id}/forget", response_class=HTMLResponse)
+@audited(operations.GET_MEMORY)
 async def forget_form(request: Request, memory_id: str) -> Response:
     console, calls = await _session(request)
     console.caller.require("write")
@@ -507,6 +517,7 @@ async def forget_form(request: Request, memory_id: str) -> Response:
 
 
 @router.post("/memories/{memory_id}/forget", response_class=HTMLResponse)
+@audited(operations.FORGET)
 async def forget(request: Request, memory_id: str) -> Response:
     console, calls = await _session(request)
     form = await _form(request, console)
@@ -539,6 +550,7 @@ async def pack_form(request: Request) -> Response:
 
 
 @router.post("/pack", response_class=HTMLResponse)
+@audited(operations.CONTEXT)
 async def pack(request: Request) -> Response:
     console, calls = await _session(request)
     form = await _form(request, console)
@@ -638,6 +650,7 @@ async def audit_row(request: Request, audit_id: str) -> Response:
 
 
 @router.post("/audit/{audit_id}/replay", response_class=HTMLResponse)
+@audited(operations.REPLAY)
 async def replay(request: Request, audit_id: str) -> Response:
     console, calls = await _session(request)
     await _form(request, console)
@@ -706,6 +719,7 @@ async def keys(request: Request) -> Response:
 
 
 @router.post("/keys", response_class=HTMLResponse)
+@audited(operations.KEY_CREATE)
 async def create_key(request: Request) -> Response:
     console, calls = await _session(request)
     await _form(request, console)
@@ -732,6 +746,7 @@ async def create_key(request: Request) -> Response:
 
 
 @router.post("/keys/{key_id}/revoke", response_class=HTMLResponse)
+@audited(operations.KEY_REVOKE)
 async def revoke_key(request: Request, key_id: str) -> Response:
     console, calls = await _session(request)
     await _form(request, console)

@@ -62,6 +62,13 @@ GRAPH_DECAY = 0.8
 # chats 2.1 R@5 on a held-out fold.
 DATE_BOOST = 0.3
 
+# A wide scope (past the exact-scan threshold) reads the full-text matches of its goal's
+# rare words only: a lexeme in at least COMMON_TERM_FREQ of all memories scores on those
+# matches but is not read whole (store/retrieval.py, selective_hits_ctes), once the table
+# holds COMMON_TERM_MIN_ROWS rows (below that every posting list is short).
+COMMON_TERM_FREQ = 0.002
+COMMON_TERM_MIN_ROWS = 20000
+
 DEFAULT_LIMITS = {"wake": 8, "recall": 24, "deep_search": 50}
 # Candidates fetched per retriever: limit x candidate_multiplier, deep_search twice that.
 DEEP_SEARCH_CANDIDATE_FACTOR = 2
@@ -161,6 +168,8 @@ def build_plan(inputs: PlanInputs, settings: Settings) -> RankingPlan:
         related_limit=inputs.related_limit if (inputs.include_related and not wake) else 0,
         hnsw_ef_search=max(settings.hnsw_ef_search, candidates),
         exact_scan_max_rows=settings.exact_scan_max_rows,
+        common_term_freq=COMMON_TERM_FREQ,
+        common_term_min_rows=COMMON_TERM_MIN_ROWS,
         relative_gate=RELATIVE_GATE,
         date_starts=[p.start for p in inputs.periods] if DATE_BOOST > 0 else [],
         date_ends=[p.end for p in inputs.periods] if DATE_BOOST > 0 else [],

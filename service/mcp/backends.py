@@ -17,13 +17,14 @@ from __future__ import annotations
 import urllib.parse
 import uuid
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from mcp.server import ServerRequestContext
 from pydantic import BaseModel
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.calls import CallFn, Pool, Transport
+from service import operations
+from service.calls import CallFn, Transport
 from service.domain import artifacts as artifact_service
 from service.domain import assemble as assemble_service
 from service.domain import context as context_service
@@ -35,6 +36,7 @@ from service.domain.audit import AuditAction, AuditContext
 from service.domain.auth import Caller
 from service.errors import AuthenticationError, CtxpackError
 from service.mcp.inputs import ListMemoriesInput, RecallArtifactInput
+from service.operations import Operation
 from service.remote import CtxpackHttp, RemoteError
 from service.resources import Resources
 from service.schemas.artifacts import ArtifactFields
@@ -119,16 +121,16 @@ class LocalBackend:
         self.resources = resources
         self.credential = credential
 
-    async def _call(
-        self, rc: RequestContext, action: AuditAction, fn: CallFn[T], pool: Pool = "write"
-    ) -> T:
+    async def _call(self, rc: RequestContext, op: Operation, fn: CallFn[T]) -> T:
+        """Run ``fn`` as one call of ``op``: its audit action and pool are the operation
+        table's (service/operations.py)."""
         return await self.resources.runner.run(
             self.credential(rc),
-            action,
+            op.action,
             fn,
-            pool=pool,
+            pool=op.pool,
             transport=Transport.MCP,
-            request={"tool": str(action)},
+            request={"tool": str(op.action)},
         )
 
     async def refused(self, rc: RequestContext, action: AuditAction, error: CtxpackError) -> None:
@@ -144,7 +146,7 @@ class LocalBackend:
                 session, res.embedder, res.settings, caller, req, ctx
             )
 
-        return await self._call(rc, AuditAction.REMEMBER, run)
+        return await self._call(rc, operations.REMEMBER, run)
 
     async def list_memories(self, rc: RequestContext, query: ListMemoriesInput) -> MemoryPage:
         async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> MemoryPage:
@@ -162,19 +164,19 @@ class LocalBackend:
                 limit=query.limit,
             )
 
-        return await self._call(rc, AuditAction.LIST, run, "read")
+        return await self._call(rc, operations.LIST_MEMORIES, run)
 
     async def forget(self, rc: RequestContext, memory_id: uuid.UUID) -> DeleteResponse:
         async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> DeleteResponse:
             return await memory_service.delete_memory(session, caller, memory_id, ctx)
 
-        return await self._call(rc, AuditAction.DELETE, run)
+        return await self._call(rc, operations.FORGET, run)
 
     async def erase_namespace(self, rc: RequestContext, namespace: str) -> EraseReceipt:
         async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> EraseReceipt:
             return await erase_service.erase_namespace(session, caller, namespace, ctx)
 
-        return await self._call(rc, AuditAction.ERASE, run)
+        return await self._call(rc, operations.ERASE_NAMESPACE, run)
 
     async def context(self, rc: RequestContext, req: ContextRequest) -> ContextResponse:
         res = self.resources
@@ -184,7 +186,7 @@ class LocalBackend:
                 session, res.embedder, res.settings, caller, ctx, req
             )
 
-        return await self._call(rc, AuditAction.CONTEXT, run, "pack")
+        return await self._call(rc, operations.CONTEXT, run)
 
     async def recall_artifact(
         self, rc: RequestContext, query: RecallArtifactInput
@@ -194,7 +196,7 @@ class LocalBackend:
                 session, caller, ctx, query.artifact_id, query.fields_param(), query.namespace
             )
 
-        return await self._call(rc, AuditAction.ARTIFACT, run)
+        return await self._call(rc, operations.RECALL_ARTIFACT, run)
 
     async def tool_result(self, rc: RequestContext, req: ToolResultRequest) -> ToolResultResponse:
         res = self.resources
@@ -204,7 +206,7 @@ class LocalBackend:
         ) -> ToolResultResponse:
             return await tool_result_service.envelope_call(session, res.embedder, caller, ctx, req)
 
-        return await self._call(rc, AuditAction.TOOL_RESULT, run)
+        return await self._call(rc, operations.TOOL_RESULT, run)
 
     async def assemble(self, rc: RequestContext, req: AssembleRequest) -> AssembleResponse:
         res = self.resources
@@ -214,7 +216,7 @@ class LocalBackend:
                 session, res.embedder, res.settings, caller, ctx, req
             )
 
-        return await self._call(rc, AuditAction.ASSEMBLE, run, "pack")
+        return await self._call(rc, operations.ASSEMBLE, run)
 
 
 class RemoteBackend:
@@ -239,41 +241,50 @@ class RemoteBackend:
     ) -> None:
         return None  # the remote server never saw the call; there is nothing to audit
 
+    async def _forward(
+        self, op: Operation, *, json: Any = None, params: Any = None, **path: object
+    ) -> Any:
+        """Call ``op``'s HTTP route (its method and path are the operation table's,
+        service/operations.py), the answer as its output model."""
+        method, route = op.http.split(" ", 1)
+        url = route.format(**{k: urllib.parse.quote(str(v), safe=":") for k, v in path.items()})
+        return await self.client.call(method, url, op.output, json=json, params=params)
+
     async def remember(self, rc: RequestContext, req: RememberRequest) -> RememberResponse:
         body = req.model_dump(mode="json", exclude_unset=True)
-        return await self._request("POST", "/v1/remember", RememberResponse, json=body)
+        return cast(RememberResponse, await self._forward(operations.REMEMBER, json=body))
 
     async def list_memories(self, rc: RequestContext, query: ListMemoriesInput) -> MemoryPage:
         params = query.model_dump(exclude_none=True, exclude={"max_bytes"})
-        return await self._request("GET", "/v1/memories", MemoryPage, params=params)
+        return cast(MemoryPage, await self._forward(operations.LIST_MEMORIES, params=params))
 
     async def forget(self, rc: RequestContext, memory_id: uuid.UUID) -> DeleteResponse:
-        return await self._request("DELETE", f"/v1/memories/{memory_id}", DeleteResponse)
+        return cast(DeleteResponse, await self._forward(operations.FORGET, memory_id=memory_id))
 
     async def erase_namespace(self, rc: RequestContext, namespace: str) -> EraseReceipt:
-        path = "/v1/namespaces/" + urllib.parse.quote(namespace, safe=":")
-        return await self._request("DELETE", path, EraseReceipt)
+        answer = await self._forward(operations.ERASE_NAMESPACE, namespace=namespace)
+        return cast(EraseReceipt, answer)
 
     async def context(self, rc: RequestContext, req: ContextRequest) -> ContextResponse:
         body = req.model_dump(mode="json", exclude_unset=True)
-        return await self._request("POST", "/v1/context", ContextResponse, json=body)
+        return cast(ContextResponse, await self._forward(operations.CONTEXT, json=body))
 
     async def recall_artifact(self, rc: RequestContext, query: RecallArtifactInput) -> ArtifactFields:
         params = {"fields": query.fields_param(), "namespace": query.namespace}
-        return await self._request(
-            "GET",
-            f"/v1/artifacts/{query.artifact_id}",
-            ArtifactFields,
+        answer = await self._forward(
+            operations.RECALL_ARTIFACT,
             params={k: v for k, v in params.items() if v is not None},
+            artifact_id=query.artifact_id,
         )
+        return cast(ArtifactFields, answer)
 
     async def tool_result(self, rc: RequestContext, req: ToolResultRequest) -> ToolResultResponse:
         body = req.model_dump(mode="json", exclude_unset=True)
-        return await self._request("POST", "/v1/tool-results", ToolResultResponse, json=body)
+        return cast(ToolResultResponse, await self._forward(operations.TOOL_RESULT, json=body))
 
     async def assemble(self, rc: RequestContext, req: AssembleRequest) -> AssembleResponse:
         body = req.model_dump(mode="json", exclude_unset=True)
-        return await self._request("POST", "/v1/assemble", AssembleResponse, json=body)
+        return cast(AssembleResponse, await self._forward(operations.ASSEMBLE, json=body))
 
 
 __all__ = [

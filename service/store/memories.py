@@ -36,7 +36,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service.cache import TtlLru
 from service.store.models import Artifact, Memory, Project, Relation
+from service.store.retrieval import use_indexes
 from service.store.vectors import vector_literal
 
 
@@ -60,10 +62,7 @@ def namespace_scope(prefixes: Sequence[str]) -> ColumnElement[bool]:
     if not prefixes:
         return true()
     return or_(
-        *[
-            or_(Memory.namespace == p, func.starts_with(Memory.namespace, p + ":"))
-            for p in prefixes
-        ]
+        *[or_(Memory.namespace == p, func.starts_with(Memory.namespace, p + ":")) for p in prefixes]
     )
 
 
@@ -78,6 +77,40 @@ def project_scope(key_projects: Sequence[str]) -> ColumnElement[bool]:
     if not key_projects:
         return true()
     return or_(Memory.project.is_(None), Memory.project.in_(list(key_projects)))
+
+
+# How long a namespace's size is remembered: it only picks the near-duplicate probe's plan.
+NAMESPACE_SIZE_TTL = 10.0
+_NAMESPACE_SIZES: TtlLru[tuple[uuid.UUID, str, int], int] = TtlLru(NAMESPACE_SIZE_TTL, 50_000)
+# hnsw.ef_search of a near-duplicate probe through the index: the probe wants the few
+# closest memories (a duplicate is far closer than anything else), pgvector's default.
+NEAR_DUPLICATE_EF_SEARCH = 40
+
+
+def near_order(indexed: bool, vec: str = "p.vec") -> str:
+    """The ORDER BY of a near-duplicate probe on ``m`` against ``p.vec``. Exact (``+ 0``: a
+    scan of the namespace behind the btree, never HNSW) for a namespace of at most the
+    exact-scan threshold's rows; with a selective namespace filter HNSW would walk most of
+    the graph to fill the limit. The bare operator in a larger namespace, where that scan
+    read every row (250 ms at 40k rows) and HNSW with an iterative scan finds a duplicate,
+    far closer than anything else, among the first neighbours."""
+    return f"m.embedding <=> {vec}" if indexed else f"(m.embedding <=> {vec}) + 0"
+
+
+def near_branch(suffix: str, key_projects: Sequence[str], idx: int = 0) -> str:
+    """One probe's near duplicates through HNSW (``near_order``), its values bound as
+    ``:namespace{suffix}``, ``:type{suffix}``, ``:project{suffix}``, ``:agent{suffix}`` and
+    ``:vec{suffix}``: constants the planner sees, so it estimates the namespace's share and
+    takes the index (handed a LATERAL probe's columns it guessed one row and scanned)."""
+    vec = f"CAST(:vec{suffix} AS vector)"
+    return f"""(SELECT {int(idx)} AS idx, m.id, m.name, 1 - (m.embedding <=> {vec}) AS score
+        FROM (SELECT CAST(:project{suffix} AS text) AS project,
+                     CAST(:agent{suffix} AS text) AS agent_id) p
+        JOIN memories m ON m.org_id = :org AND m.namespace = :namespace{suffix}
+                       AND m.type = :type{suffix}
+        WHERE m.superseded_by IS NULL AND {_dup_reach_sql(key_projects)}
+        ORDER BY {near_order(True, vec)}
+        LIMIT :lim)"""
 
 
 def _dup_reach_sql(key_projects: Sequence[str]) -> str:
@@ -265,6 +298,35 @@ class MemoryRepository:
         rows = (await self.session.execute(stmt)).tuples().all()
         return {mid: (project, namespace, agent_id) for mid, project, namespace, agent_id in rows}
 
+    async def namespace_size(self, org_id: uuid.UUID, namespace: str, cap: int) -> int:
+        """The namespace's memories, counted up to ``cap`` (an index-only scan of the btree)
+        and remembered for ``NAMESPACE_SIZE_TTL`` seconds: it only picks a plan."""
+        key = (org_id, namespace, cap)
+        size = _NAMESPACE_SIZES.get(key)
+        if size is None:
+            sql = text(
+                """SELECT count(*) FROM (SELECT 1 FROM memories m
+                   WHERE m.org_id = :org AND m.namespace = :namespace LIMIT :cap) s"""
+            )
+            params = {"org": org_id, "namespace": namespace, "cap": cap}
+            size = int((await self.session.execute(sql, params)).scalar_one())
+            _NAMESPACE_SIZES.put(key, size)
+        return size
+
+    async def _indexed(
+        self, org_id: uuid.UUID, namespaces: set[str], exact_max_rows: int
+    ) -> set[str]:
+        """The ``namespaces`` holding more than ``exact_max_rows`` memories (probed through
+        HNSW, ``near_order``); for those, this transaction's statements may use the index."""
+        big = {
+            ns
+            for ns in sorted(namespaces)
+            if await self.namespace_size(org_id, ns, exact_max_rows + 1) > exact_max_rows
+        }
+        if big:
+            await use_indexes(self.session, NEAR_DUPLICATE_EF_SEARCH)
+        return big
+
     async def near_duplicates(
         self,
         org_id: uuid.UUID,
@@ -272,15 +334,41 @@ class MemoryRepository:
         threshold: float,
         limit: int,
         key_projects: Sequence[str] = (),
+        exact_max_rows: int | None = None,
     ) -> dict[int, list[tuple[uuid.UUID, str, float]]]:
         """For each probe ``(index, namespace, type, project, agent_id, vector)``, the live
         memories of the same namespace and type within the duplicate reach whose cosine is at
         least ``threshold``, best first.
 
-        One round trip for the whole batch: a LATERAL nearest-neighbour query per probe,
-        ordered by the bare ``<=>`` operator."""
+        One round trip per plan (usually one for the whole batch): a LATERAL
+        nearest-neighbour query per probe, exact in a namespace of at most
+        ``exact_max_rows`` memories (always, when None), through HNSW in a larger one."""
         if not probes:
             return {}
+        big = (
+            set()
+            if exact_max_rows is None
+            else await self._indexed(org_id, {p[1] for p in probes}, exact_max_rows)
+        )
+        out: dict[int, list[tuple[uuid.UUID, str, float]]] = {}
+        for indexed in (False, True):
+            group = [p for p in probes if (p[1] in big) == indexed]
+            if group:
+                found = await self._near(org_id, group, threshold, limit, key_projects, indexed)
+                out.update(found)
+        return out
+
+    async def _near(
+        self,
+        org_id: uuid.UUID,
+        probes: Sequence[tuple[int, str, str, str | None, str | None, list[float]]],
+        threshold: float,
+        limit: int,
+        key_projects: Sequence[str],
+        indexed: bool,
+    ) -> dict[int, list[tuple[uuid.UUID, str, float]]]:
+        if indexed:
+            return await self._near_indexed(org_id, probes, threshold, limit, key_projects)
         sql = text(
             f"""
             SELECT p.idx, m.id, m.name, 1 - m.dist AS score
@@ -298,8 +386,7 @@ class MemoryRepository:
                 FROM memories m
                 WHERE m.org_id = :org AND m.namespace = p.namespace AND m.type = p.type
                   AND m.superseded_by IS NULL AND {_dup_reach_sql(key_projects)}
-                -- "+ 0": an exact scan of the namespace behind the btree, never HNSW. With a
-                -- selective namespace filter HNSW walks most of the graph to fill the limit.
+                -- "+ 0": an exact scan of the namespace behind the btree (see near_order)
                 ORDER BY (m.embedding <=> p.vec) + 0
                 LIMIT :lim
             ) m
@@ -325,6 +412,41 @@ class MemoryRepository:
             out.setdefault(idx, []).append((mid, name, float(score)))
         return out
 
+    async def _near_indexed(
+        self,
+        org_id: uuid.UUID,
+        probes: Sequence[tuple[int, str, str, str | None, str | None, list[float]]],
+        threshold: float,
+        limit: int,
+        key_projects: Sequence[str],
+    ) -> dict[int, list[tuple[uuid.UUID, str, float]]]:
+        """``near_duplicates`` through HNSW: one statement, a branch per probe with its
+        values as constants (``near_branch``), so each is planned for its own namespace."""
+        params: dict[str, Any] = {"org": org_id, "lim": limit, "threshold": threshold}
+        if key_projects:
+            params["key_projects"] = list(key_projects)
+        branches = []
+        for n, (idx, namespace, type_, project, agent_id, vector) in enumerate(probes):
+            branches.append(near_branch(f"_{n}", key_projects, idx))
+            params.update(
+                {
+                    f"namespace_{n}": namespace,
+                    f"type_{n}": type_,
+                    f"project_{n}": project,
+                    f"agent_{n}": agent_id,
+                    f"vec_{n}": vector_literal(vector),
+                }
+            )
+        sql = text(
+            "SELECT idx, id, name, score FROM ("
+            + " UNION ALL ".join(branches)
+            + ") b WHERE score >= :threshold ORDER BY idx, score DESC"
+        )
+        out: dict[int, list[tuple[uuid.UUID, str, float]]] = {}
+        for idx, mid, name, score in (await self.session.execute(sql, params)).all():
+            out.setdefault(idx, []).append((mid, name, float(score)))
+        return out
+
     async def probe_one(
         self,
         org_id: uuid.UUID,
@@ -337,11 +459,28 @@ class MemoryRepository:
         threshold: float,
         limit: int,
         key_projects: Sequence[str] = (),
+        exact_max_rows: int | None = None,
     ) -> tuple[tuple[uuid.UUID, bool] | None, list[tuple[uuid.UUID, str, float]]]:
         """A single write's checks in one round trip: the exact match as in
         ``existing_by_hash`` (``(id, current)`` or None), and the near duplicates as in
-        ``near_duplicates``; both within the duplicate reach."""
+        ``near_duplicates`` (``exact_max_rows`` too); both within the duplicate reach."""
         reach = _dup_reach_sql(key_projects)
+        indexed = exact_max_rows is not None and bool(
+            await self._indexed(org_id, {namespace}, exact_max_rows)
+        )
+        near_one = f"""(SELECT false, m.id, m.name, 1 - m.dist
+             FROM p CROSS JOIN LATERAL (
+                 SELECT m.id, m.name, m.embedding <=> p.vec AS dist
+                 FROM memories m
+                 WHERE m.org_id = :org AND m.namespace = p.namespace AND m.type = :type
+                   AND m.superseded_by IS NULL AND {reach}
+                 ORDER BY {near_order(False)}
+                 LIMIT :lim
+             ) m
+             WHERE 1 - m.dist >= :threshold)"""
+        if indexed:
+            near_one = f"""(SELECT false, b.id, b.name, b.score
+             FROM {near_branch("", key_projects)} b WHERE b.score >= :threshold)"""
         sql = text(
             f"""
             WITH p AS (
@@ -362,16 +501,7 @@ class MemoryRepository:
                  LIMIT 1
              ) m)
             UNION ALL
-            (SELECT false, m.id, m.name, 1 - m.dist
-             FROM p CROSS JOIN LATERAL (
-                 SELECT m.id, m.name, m.embedding <=> p.vec AS dist
-                 FROM memories m
-                 WHERE m.org_id = :org AND m.namespace = p.namespace AND m.type = :type
-                   AND m.superseded_by IS NULL AND {reach}
-                 ORDER BY (m.embedding <=> p.vec) + 0  -- exact, see near_duplicates
-                 LIMIT :lim
-             ) m
-             WHERE 1 - m.dist >= :threshold)
+            {near_one}
             """
         )
         params: dict[str, Any] = {
@@ -433,12 +563,20 @@ class MemoryRepository:
         inserted."""
         return {key: mid for mid, key in await self.insert_rows(rows, skip="duplicates")}
 
-    async def add_relations(self, org_id: uuid.UUID, edges: Sequence[tuple[uuid.UUID, uuid.UUID, str]]) -> None:
+    async def add_relations(
+        self, org_id: uuid.UUID, edges: Sequence[tuple[uuid.UUID, uuid.UUID, str]]
+    ) -> None:
         if not edges:
             return
         stmt = insert(Relation).values(
             [
-                {"org_id": org_id, "id": uuid.uuid4(), "source_id": s, "target_id": t, "relationship": r}
+                {
+                    "org_id": org_id,
+                    "id": uuid.uuid4(),
+                    "source_id": s,
+                    "target_id": t,
+                    "relationship": r,
+                }
                 for s, t, r in edges
             ]
         )
@@ -571,8 +709,13 @@ class MemoryRepository:
         if not pairs:
             return []
         stmt = select(
-            Memory.namespace, Memory.id, Memory.key, Memory.content_hash,
-            Memory.superseded_by, Memory.project, Memory.agent_id,
+            Memory.namespace,
+            Memory.id,
+            Memory.key,
+            Memory.content_hash,
+            Memory.superseded_by,
+            Memory.project,
+            Memory.agent_id,
         ).where(
             Memory.org_id == org_id, tuple_(Memory.namespace, column).in_(list(pairs)), condition
         )
@@ -738,12 +881,16 @@ class MemoryRepository:
         memory points at that one (of several versions of one key, the newest comes back). The
         row goes first: until then it holds its content key and its key."""
         predecessors = (
-            await self.session.execute(
-                select(Memory)
-                .where(Memory.org_id == org_id, Memory.superseded_by == row.id)
-                .order_by(Memory.created_at.desc(), Memory.id)
+            (
+                await self.session.execute(
+                    select(Memory)
+                    .where(Memory.org_id == org_id, Memory.superseded_by == row.id)
+                    .order_by(Memory.created_at.desc(), Memory.id)
+                )
             )
-        ).scalars().all()
+            .scalars()
+            .all()
+        )
         successor = row.superseded_by
         if successor is not None:
             await self.session.execute(
@@ -762,10 +909,15 @@ class MemoryRepository:
         )
         if successor is None:
             for pred in predecessors:
-                content: ContentKey = (pred.namespace, pred.project, pred.agent_id, pred.content_hash)
+                content: ContentKey = (
+                    pred.namespace,
+                    pred.project,
+                    pred.agent_id,
+                    pred.content_hash,
+                )
                 holder = (await self.current_by_key(org_id, [content])).get(content)
                 if holder is None and pred.key is not None:
-                    named = (await self.current_by_keys(org_id, [(pred.namespace, pred.key)]))
+                    named = await self.current_by_keys(org_id, [(pred.namespace, pred.key)])
                     held = named.get((pred.namespace, pred.key))
                     holder = held.id if held is not None else None
                 await self.session.execute(
@@ -774,4 +926,3 @@ class MemoryRepository:
                     .values(superseded_by=holder, updated_at=func.now())
                 )
         return bool(result.rowcount)  # type: ignore[attr-defined]
-

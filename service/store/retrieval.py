@@ -6,7 +6,9 @@ The statement, for ``mode="hybrid"`` (``vector`` and ``lexical`` drop one retrie
     vec    nearest neighbours by cosine: ORDER BY embedding <=> :q LIMIT n (bare operator,
            ascending, so a wide scope can use the HNSW index; a narrow one is an exact scan
            behind the (org_id, namespace) btree)
-    hits   every in-scope memory matching any goal term (GIN on tsv AND the btree)
+    hits   in-scope memories matching the goal's terms (GIN on tsv AND the btree): on a
+           narrow scope every match; on a wide one the matches of its rare terms and of
+           pairs of common ones (selective_hits_ctes), planned for the probe's value
     tf     term frequencies of the goal's lexemes in those hits; df by window
     lex    BM25 (k1, b) per hit, divided by the goal's whole idf mass, so 1.0 means "holds
            every goal term" and a memory matching one common word scores low; top n
@@ -79,6 +81,8 @@ class RankingPlan:
     related_limit: int
     hnsw_ef_search: int
     exact_scan_max_rows: int
+    common_term_freq: float = 1.0
+    common_term_min_rows: int = 0
     # A candidate's relevance must reach this share of the best gated one's (0: off).
     relative_gate: float = 0.0
     # Periods the goal names ([start, end) pairs): candidates whose valid_at falls in one
@@ -89,8 +93,20 @@ class RankingPlan:
 
 
 MEMORY_ROW_FIELDS = (
-    "id", "namespace", "type", "name", "content", "source", "origin", "url", "project",
-    "domain", "agent_id", "created_at", "updated_at", "valid_at",
+    "id",
+    "namespace",
+    "type",
+    "name",
+    "content",
+    "source",
+    "origin",
+    "url",
+    "project",
+    "domain",
+    "agent_id",
+    "created_at",
+    "updated_at",
+    "valid_at",
 )
 
 
@@ -199,6 +215,9 @@ LEXICAL_HITS_CAP = 20000
 # How long a scope's size is remembered (it picks exact scan vs indexes; see scope_size).
 SCOPE_SIZE_TTL = 10.0
 _SCOPE_SIZES: TtlLru[tuple[Any, ...], int] = TtlLru(SCOPE_SIZE_TTL, 50_000)
+# How long the table's common lexemes are remembered (ANALYZE refreshes them far less often).
+COMMON_TERMS_TTL = 300.0
+_COMMON_TERMS: TtlLru[tuple[Any, ...], dict[str, float]] = TtlLru(COMMON_TERMS_TTL, 16)
 
 
 def _edges(item: str) -> str:
@@ -216,7 +235,18 @@ SCOPE_N_SQL = """(SELECT count(*) FROM memories m
 """N of BM25's idf counted in the statement: the memories of the scope's namespaces."""
 
 
-def bm25_ctes(scope_n: str, lex_tail: str = "") -> list[str]:
+# One tsquery per goal lexeme (``q.terms``), quoted as tsquery input wants (quotes and
+# backslashes doubled, ``quoted``); "\:A" is ":A" (weight A, the name) past SQLAlchemy.
+TERMS_CTE = r"""terms AS MATERIALIZED (
+            SELECT t.lexeme, t.quoted, t.quoted::tsquery AS tq,
+                   (t.quoted || '\:A')::tsquery AS tq_name
+            FROM q CROSS JOIN LATERAL (
+                SELECT lexeme,
+                       '''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''
+                FROM unnest(q.terms) AS lexeme) AS t(lexeme, quoted))"""
+
+
+def bm25_ctes(scope_n: str, lex_tail: str = "", *, estimated: bool = False) -> list[str]:
     """BM25 over the goal's terms, as CTEs that follow a ``q`` (``terms``: the goal's
     lexemes) and a ``hits`` CTE (``id, tsv, rel_len``): ``terms``, ``tf``, ``idf`` and
     ``lex`` (``id, share, matched``). One definition for every statement that scores the
@@ -225,21 +255,34 @@ def bm25_ctes(scope_n: str, lex_tail: str = "") -> list[str]:
     Args:
         scope_n: SQL for N, the number of memories in scope (idf's denominator).
         lex_tail: appended to ``lex`` after its GROUP BY (an ORDER BY / LIMIT cap).
+        estimated: a wide scope's hits hold only the matches of its rare terms (see
+            ``selective_hits_ctes``, which then has emitted ``terms`` and ``split``): a
+            common term's df is estimated from its table-wide frequency, as hits cannot
+            count it.
 
     The sums add their terms in lexeme order: floating-point addition is not associative,
     and a plan that meets the rows in another order (another node, another table size, a
     Citus shard) would otherwise give a share a few ulps apart, enough to swap two tied
     memories at a pack's cut-off.
     """
+    ctes = [] if estimated else [TERMS_CTE]
+    if estimated:
+        # df: counted in the hits for a rare term (hits hold all its matches), the
+        # table-wide frequency times N for a common one.
+        df = f"""CASE WHEN s.common THEN s.freq * {scope_n} ELSE coalesce(d.df, 0) END"""
+        idf_from = """split s LEFT JOIN (SELECT DISTINCT lexeme, df FROM tf) d USING (lexeme)"""
+        idf = f"""idf AS MATERIALIZED (
+            SELECT x.lexeme, ln(1 + (greatest({scope_n}, x.df) - x.df + 0.5) / (x.df + 0.5)) AS idf
+            FROM (SELECT s.lexeme, {df} AS df FROM {idf_from}) x)"""
+    else:
+        idf = f"""idf AS MATERIALIZED (
+            SELECT t.lexeme,
+                   ln(1 + (greatest({scope_n}, coalesce(d.df, 0))
+                           - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5)) AS idf
+            FROM q CROSS JOIN LATERAL unnest(q.terms) AS t(lexeme)
+            LEFT JOIN (SELECT DISTINCT lexeme, df FROM tf) d USING (lexeme))"""
     return [
-        # One tsquery per goal lexeme, quoted as tsquery input wants (quotes and
-        # backslashes doubled); "\:A" is ":A" (weight A, the name) past SQLAlchemy.
-        r"""terms AS MATERIALIZED (
-            SELECT t.lexeme, t.quoted::tsquery AS tq, (t.quoted || '\:A')::tsquery AS tq_name
-            FROM q CROSS JOIN LATERAL (
-                SELECT lexeme,
-                       '''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''
-                FROM unnest(q.terms) AS lexeme) AS t(lexeme, quoted))""",
+        *ctes,
         # Term frequency from two matches per hit and term rather than by unnesting each
         # hit's positions (several times slower): 1, plus 1 when the name has the term too.
         """tf AS MATERIALIZED (
@@ -247,12 +290,7 @@ def bm25_ctes(scope_n: str, lex_tail: str = "") -> list[str]:
                    count(*) OVER (PARTITION BY t.lexeme)::float8 AS df
             FROM hits h JOIN terms t ON h.tsv @@ t.tq)""",
         # idf of every goal term, matched or not: their sum is the lexical share's denominator.
-        f"""idf AS MATERIALIZED (
-            SELECT t.lexeme,
-                   ln(1 + (greatest({scope_n}, coalesce(d.df, 0))
-                           - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5)) AS idf
-            FROM q CROSS JOIN LATERAL unnest(q.terms) AS t(lexeme)
-            LEFT JOIN (SELECT DISTINCT lexeme, df FROM tf) d USING (lexeme))""",
+        idf,
         f"""lex AS (
             SELECT tf.id,
                    sum(i.idf * tf.tf * (:k1 + 1) / (tf.tf + :k1 * (1 - :b + :b * tf.rel_len))
@@ -263,6 +301,66 @@ def bm25_ctes(scope_n: str, lex_tail: str = "") -> list[str]:
             GROUP BY tf.id
             {lex_tail})""",
     ]
+
+
+def selective_hits_ctes(in_scope: str) -> list[str]:
+    """A wide scope's full-text hits, read through its goal's rare terms only.
+
+    Reading every in-scope memory that matches any goal word costs time in proportion to
+    the scope: a name or a common verb matches thousands of a 100k scope's memories, each
+    one a heap read and a BM25 sum, and such a word adds little to a share (its idf is
+    low). So the hits are the matches of the goal's rare lexemes (OR); a common lexeme
+    (``:common_lexemes``, from the table's statistics, see ``common_terms``) still scores
+    on every hit, and its df is estimated from its table-wide frequency (``bm25_ctes``,
+    ``estimated``). A goal of common words only reads the memories that hold all of them
+    (AND). Without statistics (a fresh table, a Citus coordinator) every lexeme is rare:
+    every match is read, as on a narrow scope. ``:probe`` is ``probe_query``'s tsquery."""
+    return [
+        TERMS_CTE,
+        """split AS MATERIALIZED (
+            SELECT t.lexeme, t.quoted, c.freq, c.freq IS NOT NULL AS common
+            FROM terms t
+            LEFT JOIN unnest(CAST(:common_lexemes AS text[]), CAST(:common_freqs AS float8[]))
+                 AS c(lexeme, freq) USING (lexeme))""",
+        # The probe is a constant of the statement (``probe_query``), not computed in it:
+        # planned with its value, a rare term's short posting list is read alone and each
+        # match checked against the scope, while a long one is ANDed with the btree.
+        f"""hits AS MATERIALIZED (
+            SELECT h.id, h.tsv, length(h.tsv)::float8 / avg(length(h.tsv)) OVER () AS rel_len
+            FROM (SELECT m.id, m.tsv FROM memories m
+                  WHERE {in_scope} AND m.tsv @@ CAST(:probe AS tsquery) LIMIT :lex_cap) h)""",
+    ]
+
+
+PAIRED_COMMON_TERMS = 8
+
+
+def tsquery_term(lexeme: str) -> str:
+    """``lexeme`` as one quoted term of tsquery input (quotes and backslashes doubled)."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def probe_query(lexemes: list[str], common: dict[str, float], max_freq: float) -> str:
+    """The tsquery of a wide scope's hits (``selective_hits_ctes``): every clause whose
+    expected share of the table's memories is below ``max_freq``, ORed. A rare lexeme is
+    such a clause; two common lexemes together are one when the product of their
+    frequencies is (independence: a name and a common verb are read together, two verbs
+    are not), among the ``PAIRED_COMMON_TERMS`` rarest of them. A goal with no such clause
+    reads the memories holding its three rarest lexemes. Empty when the goal has no lexeme
+    (it then matches nothing)."""
+    distinct = set(lexemes)
+    rare = sorted(lexeme for lexeme in distinct if lexeme not in common)
+    frequent = sorted(distinct - set(rare), key=lambda x: (common[x], x))[:PAIRED_COMMON_TERMS]
+    parts = [tsquery_term(lexeme) for lexeme in rare]
+    parts += [
+        f"({tsquery_term(a)} & {tsquery_term(b)})"
+        for i, a in enumerate(frequent)
+        for b in frequent[i + 1 :]
+        if common[a] * common[b] < max_freq
+    ]
+    if not parts:
+        return " & ".join(tsquery_term(lexeme) for lexeme in frequent[:3])
+    return " | ".join(parts)
 
 
 def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
@@ -313,17 +411,16 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
                 LIMIT :n_cand)"""
             )
         if use_lex:
-            ctes.append(
-                f"""hits AS MATERIALIZED (
-                SELECT h.id, h.tsv, length(h.tsv)::float8 / avg(length(h.tsv)) OVER () AS rel_len
-                FROM (SELECT m.id, m.tsv FROM memories m, q
-                      WHERE {in_scope} AND m.tsv @@ q.tsq LIMIT :lex_cap) h)"""
-            )
+            ctes += selective_hits_ctes(in_scope)
     if use_lex:
         # N: the memories of the scope's namespaces: counted here for a narrow scope (an
         # index-only scan), the probe's capped count for a wide one.
         scope_n = SCOPE_N_SQL if narrow else "CAST(:scope_n AS float8)"
-        ctes += bm25_ctes(scope_n, lex_tail="ORDER BY share DESC, tf.id\n            LIMIT :n_cand")
+        ctes += bm25_ctes(
+            scope_n,
+            lex_tail="ORDER BY share DESC, tf.id\n            LIMIT :n_cand",
+            estimated=not narrow,
+        )
     # The candidates, each once, carrying its lexical share (0 for vector-only ones).
     if use_vec and use_lex:
         ctes.append(
@@ -470,6 +567,33 @@ def _autocommit(session: AsyncSession) -> bool:
     return _engine_option(session, "ctxpack_autocommit")
 
 
+async def use_indexes(session: AsyncSession, ef_search: int) -> None:
+    """For this transaction only: search wider than HNSW's default 40 and, on pgvector
+    >= 0.8, keep scanning past rows the scope filter drops instead of returning fewer
+    neighbours than exist (0.7 has no iterative scan and would reject the setting).
+    Plans go back to custom: whether HNSW or the btree wins depends on the values.
+
+    On Citus the settings must reach the worker that runs the statement: there they are
+    ``SET LOCAL`` statements, which the coordinator propagates (``set_config`` is not),
+    and plans are custom already; Citus needs pgvector >= 0.8 on every node."""
+    if _engine_option(session, "ctxpack_citus"):
+        await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
+        await session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+        return
+    await session.execute(
+        text(
+            """
+            SELECT set_config('hnsw.ef_search', :ef, true),
+                   set_config('plan_cache_mode', 'force_custom_plan', true),
+                   CASE WHEN string_to_array(extversion, '.')::int[] >= '{0,8}'
+                        THEN set_config('hnsw.iterative_scan', 'relaxed_order', true) END
+            FROM pg_extension WHERE extname = 'vector'
+            """
+        ),
+        {"ef": str(ef_search)},
+    )
+
+
 class RetrievalRepository:
     """The read side of context packs, bound to one session."""
 
@@ -496,7 +620,7 @@ class RetrievalRepository:
         ``database.create_engine``): the ranking statement of a narrow scope has one right
         plan whatever its parameters (the btree, then work on the fenced rows), and Postgres
         otherwise re-plans it on every call, which took longer than running it (1.2 of
-        2.2 ms). A wide scope goes back to custom plans (``_use_indexes``)."""
+        2.2 ms). A wide scope goes back to custom plans (``use_indexes``)."""
         sql = text(
             """
             SELECT count(*)
@@ -509,38 +633,59 @@ class RetrievalRepository:
         params = {"org": scope.org_id, "namespaces": list(scope.namespaces), "cap": cap}
         return int((await self.session.execute(sql, params)).one()[0])
 
-    async def _use_indexes(self, ef_search: int) -> None:
-        """For this transaction only: search wider than HNSW's default 40 and, on pgvector
-        >= 0.8, keep scanning past rows the scope filter drops instead of returning fewer
-        neighbours than exist (0.7 has no iterative scan and would reject the setting).
-        Plans go back to custom: whether HNSW or the btree wins depends on the values.
-
-        On Citus the settings must reach the worker that runs the statement: there they are
-        ``SET LOCAL`` statements, which the coordinator propagates (``set_config`` is not),
-        and plans are custom already; Citus needs pgvector >= 0.8 on every node."""
-        if _engine_option(self.session, "ctxpack_citus"):
-            await self.session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
-            await self.session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-            return
-        await self.session.execute(
-            text(
+    async def common_terms(self, min_freq: float, min_rows: int) -> dict[str, float]:
+        """The lexemes in at least ``min_freq`` of all memories, with that frequency, from
+        the table's statistics (``pg_stats.most_common_elems`` of ``tsv``, which ANALYZE
+        keeps); none while the table holds fewer than ``min_rows`` rows, whose posting lists
+        are short enough to read whole. Remembered for ``COMMON_TERMS_TTL`` seconds: the
+        frequencies only steer which matches a wide scope reads (``selective_hits_ctes``)."""
+        bind = self.session.bind
+        url = bind.url if isinstance(bind, AsyncEngine) else None
+        key = (str(url), min_freq, min_rows)
+        terms = _COMMON_TERMS.get(key)
+        if terms is None:
+            sql = text(
                 """
-                SELECT set_config('hnsw.ef_search', :ef, true),
-                       set_config('plan_cache_mode', 'auto', true),
-                       CASE WHEN string_to_array(extversion, '.')::int[] >= '{0,8}'
-                            THEN set_config('hnsw.iterative_scan', 'relaxed_order', true) END
-                FROM pg_extension WHERE extname = 'vector'
+                SELECT e.lexeme, e.freq
+                FROM pg_stats s
+                CROSS JOIN LATERAL unnest(CAST(CAST(s.most_common_elems AS text) AS text[]),
+                                          s.most_common_elem_freqs) AS e(lexeme, freq)
+                WHERE s.schemaname = current_schema() AND s.tablename = 'memories'
+                  AND s.attname = 'tsv' AND e.lexeme IS NOT NULL AND e.freq >= :min_freq
+                  AND (SELECT c.reltuples FROM pg_class c
+                       WHERE c.oid = CAST('memories' AS regclass)) >= :min_rows
                 """
-            ),
-            {"ef": str(ef_search)},
-        )
+            )
+            params = {"min_freq": min_freq, "min_rows": min_rows}
+            rows = (await self.session.execute(sql, params)).all()
+            terms = {str(lexeme): float(freq) for lexeme, freq in rows}
+            _COMMON_TERMS.put(key, terms)
+        return terms
 
-    async def rank(self, scope: Scope, plan: RankingPlan, scope_rows: int) -> RankedPack:
+    async def lexemes(self, query_text: str) -> list[str]:
+        """The goal's lexemes as the statement's ``q.terms`` holds them (Postgres' english
+        configuration decides them; nothing in Python reproduces its stemmer)."""
+        sql = text("SELECT tsvector_to_array(to_tsvector('english', :qtext))")
+        return list((await self.session.execute(sql, {"qtext": query_text})).scalar_one() or [])
+
+    async def use_indexes(self, ef_search: int) -> None:
+        """``use_indexes`` (the module's) for this session's transaction."""
+        await use_indexes(self.session, ef_search)
+
+    async def rank(
+        self,
+        scope: Scope,
+        plan: RankingPlan,
+        scope_rows: int,
+        common_terms: dict[str, float] | None = None,
+    ) -> RankedPack:
         """Rank the scope's memories for ``plan``; returns at most ``plan.limit`` rows, best
         first, plus how many candidates the relevance gate left out.
 
         ``scope_rows`` (from ``scope_size``) picks the plan: an exact scan of the scope when
-        it holds at most ``plan.exact_scan_max_rows`` memories, the indexes otherwise."""
+        it holds at most ``plan.exact_scan_max_rows`` memories, the indexes otherwise.
+        ``common_terms`` (lexeme -> table-wide frequency) steers a wide scope's full-text
+        hits; by default the table's statistics (``common_terms``)."""
         narrow = scope_rows <= plan.exact_scan_max_rows
         params: dict[str, Any] = {
             **scope_params(scope),
@@ -564,8 +709,17 @@ class RetrievalRepository:
                 min_share=plan.min_lexical_share,
             )
             if not narrow:
+                if common_terms is None:
+                    common_terms = await self.common_terms(
+                        plan.common_term_freq, plan.common_term_min_rows
+                    )
+                common = sorted(common_terms.items())
+                lexemes = await self.lexemes(plan.query_text)
+                params["probe"] = probe_query(lexemes, common_terms, plan.common_term_freq)
                 params["scope_n"] = scope_rows
                 params["lex_cap"] = LEXICAL_HITS_CAP
+                params["common_lexemes"] = [lexeme for lexeme, _ in common]
+                params["common_freqs"] = [freq for _, freq in common]
         if plan.mode == "hybrid":
             params.update(vw=plan.vector_weight, lex_floor=plan.lexical_floor)
         if plan.recency_weight > 0:
@@ -590,7 +744,7 @@ class RetrievalRepository:
             if explicit:
                 await self.session.execute(text("BEGIN"))
             try:
-                await self._use_indexes(plan.hnsw_ef_search)
+                await self.use_indexes(plan.hnsw_ef_search)
                 result = await self.session.execute(text(sql), params)
                 fetched = result.mappings().all()
             except BaseException:

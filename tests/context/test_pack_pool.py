@@ -58,13 +58,13 @@ async def test_wide_scope_pack(
 ) -> None:
     # Every scope counts as wide: the index path, inside an explicit transaction.
     calls: list[int] = []
-    use_indexes = RetrievalRepository._use_indexes
+    use_indexes = RetrievalRepository.use_indexes
 
     async def spy(self: RetrievalRepository, ef_search: int) -> None:
         calls.append(ef_search)
         await use_indexes(self, ef_search)
 
-    monkeypatch.setattr(RetrievalRepository, "_use_indexes", spy)
+    monkeypatch.setattr(RetrievalRepository, "use_indexes", spy)
     settings = make_settings(pg_url, exact_scan_max_rows=0)
     wide = create_app(settings, embedder=FakeEmbedder(), database_url=pg_url)
     async with wide.router.lifespan_context(wide):

@@ -4,9 +4,11 @@ the index path (HNSW with iterative scan, GIN AND btree) of a wide one, scope in
 from __future__ import annotations
 
 import dataclasses
+import uuid
 
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import text
 
 from service.domain import ranking
 from service.embedding.fake import FakeEmbedder
@@ -62,6 +64,94 @@ async def test_index_path_matches_exact_path(
     assert [r.id for r in indexed.rows] == [r.id for r in exact.rows]
     assert [round(r.score, 6) for r in indexed.rows] == [round(r.score, 6) for r in exact.rows]
     assert indexed.gated_out == exact.gated_out
+
+
+def _lexical_plan(app: FastAPI, goal: str) -> ranking.RankingPlan:
+    plan = ranking.build_plan(
+        ranking.PlanInputs(
+            mode="lexical",
+            layer="deep_search",
+            intent="general",
+            query=goal,
+            query_vector=None,
+            limit=50,
+            domain=None,
+            include_related=False,
+            related_limit=0,
+        ),
+        app.state.ctx.settings,
+    )
+    return dataclasses.replace(plan, exact_scan_max_rows=0)  # the wide (index) path
+
+
+async def _rank(
+    app: FastAPI, scope: Scope, plan: ranking.RankingPlan, common: dict[str, float] | None
+) -> list[uuid.UUID]:
+    async with app.state.ctx.sessionmaker() as session:
+        repo = RetrievalRepository(session)
+        size = await repo.scope_size(scope, 10_001)
+        pack = await repo.rank(scope, plan, size, common_terms=common)
+        await session.rollback()
+    return [r.id for r in pack.rows]
+
+
+async def test_wide_scope_reads_only_the_matches_of_rare_terms(
+    app: FastAPI, key: Key, seed: Seeder
+) -> None:
+    """A common word (per the table's statistics) scores on the hits but brings none: the
+    memory that holds only it leaves the lexical pack, the rare word's memories stay, and
+    the one holding both still ranks first."""
+    both = await seed.add("Caroline compared three adoption agencies in March.")
+    rare = await seed.add("The adoption agencies want references from two friends.")
+    common_only = [await seed.add(f"Caroline went hiking on trail {n}.") for n in range(2)]
+    for n in range(20):
+        await seed.add(f"Bananas are rich in potassium, batch {n}.")
+    scope = Scope(org_id=key.org_id, namespaces=["alice"])
+    plan = _lexical_plan(app, "What did Caroline learn about adoption agencies?")
+
+    everything = await _rank(app, scope, plan, {})
+    assert set(everything) == {both, rare, *common_only}
+
+    selective = await _rank(app, scope, plan, {"carolin": 0.3})
+    assert selective[0] == both
+    assert set(selective) == {both, rare}
+
+
+async def test_a_goal_of_common_words_only_reads_memories_holding_all_of_them(
+    app: FastAPI, key: Key, seed: Seeder
+) -> None:
+    both = await seed.add("Caroline and Melanie painted the fence together.")
+    await seed.add("Caroline painted alone.")
+    await seed.add("Melanie went to the beach.")
+    scope = Scope(org_id=key.org_id, namespaces=["alice"])
+    plan = _lexical_plan(app, "Caroline Melanie")
+    assert await _rank(app, scope, plan, {"carolin": 0.3, "melani": 0.2}) == [both]
+
+
+async def test_common_terms_come_from_the_tables_statistics(app: FastAPI, seed: Seeder) -> None:
+    for n in range(30):
+        await seed.add(f"Zanzibarian spice note number {n} about cloves.")
+    async with app.state.ctx.sessionmaker() as session:
+        await session.execute(text("ANALYZE memories"))
+        repo = RetrievalRepository(session)
+        # Too small a table: nothing is common, every posting list is read whole.
+        assert await repo.common_terms(0.011, 10**9) == {}
+        common = await repo.common_terms(0.012, 0)
+        await session.rollback()
+    assert common.get("zanzibarian", 0) >= 0.012
+    assert all(freq >= 0.012 for freq in common.values())
+
+
+async def test_the_wide_path_plans_each_call_for_its_values(app: FastAPI) -> None:
+    """Generic plans (the pack pool's default) are off for the wide path's transaction: a
+    generic plan of the HNSW statement, chosen after five calls, took 20-40x longer."""
+    async with app.state.ctx.pack_sessionmaker() as session:
+        repo = RetrievalRepository(session)
+        await session.execute(text("BEGIN"))
+        await repo.use_indexes(100)
+        mode = (await session.execute(text("SHOW plan_cache_mode"))).scalar_one()
+        await session.execute(text("ROLLBACK"))
+    assert mode == "force_custom_plan"
 
 
 @pytest.mark.parametrize("exact_max", [10_000, 0])

@@ -132,6 +132,7 @@ async def embed_and_probe(
         settings.near_duplicate_threshold,
         settings.near_duplicate_limit,
         caller.projects,
+        exact_max_rows=settings.exact_scan_max_rows,
     )
     return vectors, near
 
@@ -278,6 +279,7 @@ async def store_plain(
             settings.near_duplicate_threshold,
             settings.near_duplicate_limit,
             caller.projects,
+            exact_max_rows=settings.exact_scan_max_rows,
         )
         plan = plan_plain(caller.org_id, item, exact)
         if plan.action == "duplicate":

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Where a context pack's database time goes, per scope: the ranking statement timed in
+process (no HTTP, no model: goal vectors are embedded up front) on the pack pool's
+connections (generic plans, as the server runs them), then one call under
+``EXPLAIN (ANALYZE, BUFFERS)`` with its plan's heaviest nodes.
+
+Scopes are task namespaces of users seeded by ``bench.context_speed`` (``PREFIXuN``,
+``PREFIXuN:s1``, ``PREFIXuN:s1:t1``), in the org of ``--key``:
+
+    python -m bench.ranking_explain --url http://127.0.0.1:8765 --key ctxp_... \\
+        --data-dir /tmp/ctxspeed --scopes big-:1,speed-:1000 --modes hybrid,lexical
+
+A scope is ``PREFIX:USERS``; each call picks a random user. ``--explain-at K`` explains the
+K-th call (after the plan cache has settled; the default 8 is past psycopg's prepare
+threshold of 5). Load average before and after are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.stats import percentile
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo"
+
+
+def explaining(execute: Any, plan_lines: list[str]) -> Any:
+    """``execute`` that also runs the ranking statement (``WITH ...``) under EXPLAIN
+    (ANALYZE, BUFFERS), collecting the plan's lines."""
+    from sqlalchemy import text
+
+    async def explain(stmt: Any, params: Any = None, *a: Any, **k: Any) -> Any:
+        sql = getattr(stmt, "text", "")
+        if sql.lstrip().startswith("WITH"):
+            rows = await execute(text("EXPLAIN (ANALYZE, BUFFERS) " + sql), params)
+            plan_lines.extend(r[0] for r in rows.all())
+        return await execute(stmt, params, *a, **k)
+
+    return explain
+
+
+async def run_scope(
+    args: argparse.Namespace, org: uuid.UUID, prefix: str, users: int, mode: str, goals: Any
+) -> dict[str, Any]:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    from service.config import Settings
+    from service.domain.ranking import PlanInputs, build_plan
+    from service.store.database import create_engine, resolve_database_url
+    from service.store.retrieval import RetrievalRepository, Scope
+
+    settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
+    engine = create_engine(resolve_database_url(settings), settings, generic_plans=True)
+    rng = random.Random(args.seed)
+    latencies: list[float] = []
+    plan_lines: list[str] = []
+    try:
+        for i, (goal, vector) in enumerate(goals):
+            user = rng.randrange(users)
+            names = [f"{prefix}u{user}", f"{prefix}u{user}:s1", f"{prefix}u{user}:s1:t1"]
+            scope = Scope(org_id=org, namespaces=names)
+            async with AsyncSession(engine) as session:
+                repo = RetrievalRepository(session)
+                if i == args.explain_at:
+                    session.execute = explaining(session.execute, plan_lines)  # type: ignore[method-assign]
+                started = time.perf_counter()
+                size = await repo.scope_size(scope, settings.exact_scan_max_rows + 1)
+                plan = build_plan(
+                    PlanInputs(
+                        mode=mode,  # type: ignore[arg-type]
+                        layer="recall",
+                        intent="general",
+                        query=goal,
+                        query_vector=vector if mode != "lexical" else None,
+                        limit=24,
+                        domain=None,
+                        include_related=True,
+                        related_limit=5,
+                    ),
+                    settings,
+                )
+                await repo.rank(scope, plan, size)
+                if i != args.explain_at:
+                    latencies.append((time.perf_counter() - started) * 1000)
+    finally:
+        await engine.dispose()
+    measured = latencies[args.warmup :]
+    heavy = [
+        line.strip()[:160]
+        for line in plan_lines
+        if "actual time" in line and ("Scan" in line or "CTE" in line)
+    ]
+    return {
+        "scope": f"{prefix}:{users}",
+        "mode": mode,
+        "calls": len(measured),
+        "p50_ms": round(percentile(measured, 50), 2),
+        "p90_ms": round(percentile(measured, 90), 2),
+        "p99_ms": round(percentile(measured, 99), 2),
+        "plan_scans": heavy[:12],
+        "timing": [line.strip() for line in plan_lines if line.strip().endswith(" ms")][-2:],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--url", default=os.environ.get("CTXPACK_URL"))
+    parser.add_argument("--key", default=os.environ.get("CTXPACK_API_KEY"))
+    parser.add_argument("--data-dir", type=Path, help="the server's CTXPACK_DATA_DIR")
+    parser.add_argument("--scopes", default="speed-:1000", help="PREFIX:USERS,...")
+    parser.add_argument("--modes", default="hybrid,lexical")
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--explain-at", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=3)
+    args = parser.parse_args()
+    if not args.url or not args.key:
+        parser.error("--url and --key (or CTXPACK_URL, CTXPACK_API_KEY) are required")
+
+    from service.config import Settings
+    from service.embedding import build_embedder
+
+    who = httpx.get(f"{args.url}/v1/whoami", headers={"Authorization": f"Bearer {args.key}"})
+    org = uuid.UUID(who.json()["org_id"])
+    questions = [json.loads(line)["query"] for line in (DATA / "queries.jsonl").open()]
+    picked = random.Random(args.seed).sample(questions, args.calls + args.warmup + 1)
+    settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
+    vectors = build_embedder(settings).embed_documents(picked)
+    goals = list(zip(picked, vectors, strict=True))
+    print(json.dumps({"load_before": os.getloadavg()}), flush=True)
+    for spec in args.scopes.split(","):
+        prefix, _, users = spec.partition(":")
+        for mode in args.modes.split(","):
+            out = asyncio.run(run_scope(args, org, prefix, int(users or 1), mode.strip(), goals))
+            print(json.dumps(out), flush=True)
+    print(json.dumps({"load_after": os.getloadavg()}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
