@@ -128,7 +128,11 @@ async def test_a_goal_of_common_words_only_reads_memories_holding_all_of_them(
     assert await _rank(app, scope, plan, {"carolin": 0.3, "melani": 0.2}) == [both]
 
 
-async def test_common_terms_come_from_the_tables_statistics(app: FastAPI, seed: Seeder) -> None:
+async def test_common_terms_come_from_the_tables_statistics(
+    app: FastAPI, seed: Seeder, on_citus: bool
+) -> None:
+    """On a Citus coordinator the distributed table has no statistics of its own (its shards
+    do, on the workers): nothing is common there, and every match is read, as before."""
     for n in range(30):
         await seed.add(f"Zanzibarian spice note number {n} about cloves.")
     async with app.state.ctx.sessionmaker() as session:
@@ -138,6 +142,9 @@ async def test_common_terms_come_from_the_tables_statistics(app: FastAPI, seed: 
         assert await repo.common_terms(0.011, 10**9) == {}
         common = await repo.common_terms(0.012, 0)
         await session.rollback()
+    if on_citus:
+        assert common == {}
+        return
     assert common.get("zanzibarian", 0) >= 0.012
     assert all(freq >= 0.012 for freq in common.values())
 
