@@ -40,6 +40,7 @@ from service.domain.pack_markdown import (
     render_pack,
 )
 from service.domain.redaction.fields import check_identifiers, redact_fields
+from service.domain.temporal import goal_periods
 from service.embedding import AsyncEmbedder
 from service.schemas.context import (
     ContextItem,
@@ -356,6 +357,7 @@ async def compile_context(
             domain=req.domain,
             include_related=req.include_related,
             related_limit=req.related_limit,
+            periods=goal_periods(req.goal),
         ),
         settings,
     )

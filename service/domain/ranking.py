@@ -17,7 +17,8 @@ The relevance gate keeps a candidate when ``cosine >= relevance_floor`` (0.30) o
 matches the goal's terms (``lexical >= MIN_LEXICAL_SHARE``) with ``cosine >=
 lexical_relevance_floor`` (0.15), and its relevance reaches ``RELATIVE_GATE`` of the best
 kept candidate's. A goal of several lines is a dialogue: each retriever reads its recent turns
-(``goal_query``, domain/goal_focus.py).
+(``goal_query``, domain/goal_focus.py). A goal naming a period ("in June", "last week",
+domain/temporal.py) boosts memories whose ``valid_at`` falls in it (``DATE_BOOST``).
 
 Every constant here and both floors were chosen by cross-validation over three corpora
 (LoCoMo, an agent's memories, short personal-event chats), flat and ingest-style loads:
@@ -27,11 +28,12 @@ Every constant here and both floors were chosen by cross-validation over three c
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from service.config import Settings
 from service.domain.facets import FACET_OF_TYPE, INTENT_FACETS
 from service.domain.goal_focus import focus_goal
+from service.domain.temporal import Period
 from service.store.retrieval import Mode, RankingPlan
 
 # Hybrid fusion: weight of cosine against the lexical share (cross-validated over 0.2-0.4).
@@ -53,6 +55,12 @@ RECENCY_WEIGHT = 0.10
 RECENCY_DAYS = 30.0
 # Graph step: a neighbour pulled in through a relation scores this much of its parent.
 GRAPH_DECAY = 0.8
+
+# The goal's dates (domain/temporal.py): a candidate whose valid_at falls in a period the
+# goal names scores this much more. A boost only: memories without valid_at are unaffected.
+# Cross-validated: 0.3 is level or better on every corpus and load; 0.5 cost the personal
+# chats 2.1 R@5 on a held-out fold.
+DATE_BOOST = 0.3
 
 # A wide scope (past the exact-scan threshold) reads the full-text matches of its goal's
 # rare words only: a lexeme in at least COMMON_TERM_FREQ of all memories scores on those
@@ -123,6 +131,7 @@ class PlanInputs:
     domain: str | None
     include_related: bool
     related_limit: int
+    periods: list[Period] = field(default_factory=list)
 
 
 def build_plan(inputs: PlanInputs, settings: Settings) -> RankingPlan:
@@ -162,6 +171,9 @@ def build_plan(inputs: PlanInputs, settings: Settings) -> RankingPlan:
         common_term_freq=COMMON_TERM_FREQ,
         common_term_min_rows=COMMON_TERM_MIN_ROWS,
         relative_gate=RELATIVE_GATE,
+        date_starts=[p.start for p in inputs.periods] if DATE_BOOST > 0 else [],
+        date_ends=[p.end for p in inputs.periods] if DATE_BOOST > 0 else [],
+        date_boost=DATE_BOOST,
     )
 
 

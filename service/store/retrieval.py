@@ -15,7 +15,8 @@ The statement, for ``mode="hybrid"`` (``vector`` and ``lexical`` drop one retrie
     scored the union of both candidate lists, with cosine = 1 - distance computed here
     gated  relevance = w * cosine + (1 - w) * lexical; the relevance gate (absolute floors,
            then, when set, a share of the best kept candidate's relevance)
-    ranked relevance x intent type prior x domain boost x recency; top ``limit``
+    ranked relevance x intent type prior x domain boost x recency x the goal's dates (a boost
+           when valid_at falls in a period the goal names); top ``limit``
     hop    (graph step) in-scope neighbours of ranked items, scored decay x parent's score
     final  ranked + hop, best ``limit``, each with its related list (LATERAL, in scope)
 
@@ -84,6 +85,11 @@ class RankingPlan:
     common_term_min_rows: int = 0
     # A candidate's relevance must reach this share of the best gated one's (0: off).
     relative_gate: float = 0.0
+    # Periods the goal names ([start, end) pairs): candidates whose valid_at falls in one
+    # score x (1 + date_boost).
+    date_starts: list[datetime] = field(default_factory=list)
+    date_ends: list[datetime] = field(default_factory=list)
+    date_boost: float = 0.0
 
 
 MEMORY_ROW_FIELDS = (
@@ -368,6 +374,8 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
     cols = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
     qvec = "CAST(:qvec AS vector)"
     ctes: list[str] = []
+    # The goal's dates (a boost only): candidates carry valid_at when the goal names a period.
+    dated = ", m.valid_at" if plan.date_starts else ""
     if use_lex:
         ctes.append(
             """q AS (
@@ -381,7 +389,7 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
         # thousand rows.
         ctes.append(
             f"""scoped AS MATERIALIZED (
-            SELECT m.id, m.type, m.domain, m.created_at{", m.tsv" if use_lex else ""}{f", m.embedding <=> {qvec} AS dist" if use_vec else ""}
+            SELECT m.id, m.type, m.domain, m.created_at{dated}{", m.tsv" if use_lex else ""}{f", m.embedding <=> {qvec} AS dist" if use_vec else ""}
             FROM memories m WHERE {in_scope})"""
         )
         if use_vec:
@@ -431,12 +439,12 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
     # Candidates carry only what the gate and the score read; whole rows are fetched for
     # the ranked few. A narrow scope's rows already hold all of it, distance included.
     if narrow:
-        light = "m.id, m.type, m.domain, m.created_at, " + (
+        light = f"m.id, m.type, m.domain, m.created_at{dated}, " + (
             "1 - m.dist" if use_vec else "NULL::float8"
         )
         source = "JOIN scoped m ON m.id = cand.id"
     else:
-        light = f"m.id, m.type, m.domain, m.created_at, {cosine}"
+        light = f"m.id, m.type, m.domain, m.created_at{dated}, {cosine}"
         source = "JOIN memories m ON m.org_id = :org AND m.id = cand.id"
     ctes.append(
         f"""scored AS (
@@ -477,12 +485,19 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
         if plan.recency_weight > 0
         else "1.0"
     )
+    dates = "1.0"
+    if plan.date_starts:
+        dates = (
+            "(CASE WHEN EXISTS (SELECT 1 FROM unnest(CAST(:d_from AS timestamptz[]),"
+            " CAST(:d_to AS timestamptz[])) AS p(a, b)"
+            " WHERE g.valid_at >= p.a AND g.valid_at < p.b) THEN 1 + :date_boost ELSE 1.0 END)"
+        )
     ctes.append(
         f"""ranked AS (
         SELECT {cols}, t.cosine, t.lexical, t.matched, t.prior, t.score,
                NULL::uuid AS via_id, NULL::text AS via_relationship
         FROM (SELECT g.id, g.cosine, g.lexical, g.matched, g.prior,
-                     g.relevance * g.prior * {recency} AS score
+                     g.relevance * g.prior * {recency} * {dates} AS score
               FROM gated g WHERE g.relevant
               ORDER BY score DESC, g.id
               LIMIT :lim) t
@@ -711,6 +726,10 @@ class RetrievalRepository:
             params.update(recency_weight=plan.recency_weight, recency_days=plan.recency_days)
         if plan.relative_gate > 0:
             params["rel_gate"] = plan.relative_gate
+        if plan.date_starts:
+            params.update(
+                d_from=list(plan.date_starts), d_to=list(plan.date_ends), date_boost=plan.date_boost
+            )
         if plan.graph_decay is not None:
             params["decay"] = plan.graph_decay
         if plan.related_limit > 0:

@@ -45,6 +45,7 @@ class Seeder:
         created_at: datetime | None = None,
         superseded_by: uuid.UUID | None = None,
         metadata: dict[str, Any] | None = None,
+        valid_at: datetime | None = None,
     ) -> uuid.UUID:
         """Store one memory; without ``created_at`` each one is a minute newer than the last."""
         self._tick += 1
@@ -69,6 +70,7 @@ class Seeder:
                     created_at=when,
                     updated_at=when,
                     superseded_by=superseded_by,
+                    valid_at=valid_at,
                     meta=metadata or {},
                 )
             )

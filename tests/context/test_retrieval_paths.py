@@ -199,3 +199,60 @@ async def test_the_relative_gate_drops_candidates_far_below_the_best(
     assert [r.id for r in opened.rows] == [best, weak]
     assert [r.id for r in gated.rows] == [best]
     assert gated.gated_out == opened.gated_out + 1
+
+
+@pytest.mark.parametrize("exact_max", [10_000, 0])
+async def test_a_memory_dated_in_the_goals_period_is_boosted(
+    app: FastAPI, key: Key, seed: Seeder, exact_max: int
+) -> None:
+    from datetime import UTC, datetime
+
+    from service.domain.temporal import goal_periods
+
+    goal = "blue green deploy pipeline health checks in May 2023"
+    undated = await seed.add("blue green deploy pipeline health checks, first notes")
+    dated = await seed.add(
+        "blue green deploy pipeline health checks, second notes",
+        valid_at=datetime(2023, 5, 8, 12, tzinfo=UTC),
+    )
+    other = await seed.add(
+        "blue green deploy pipeline health checks, third notes",
+        valid_at=datetime(2023, 7, 8, 12, tzinfo=UTC),
+    )
+    scope = Scope(org_id=key.org_id, namespaces=["alice"])
+    plan = ranking.build_plan(
+        ranking.PlanInputs(
+            mode="hybrid",
+            layer="recall",
+            intent="general",
+            query=goal,
+            query_vector=FakeEmbedder().embed_query(goal),
+            limit=10,
+            domain=None,
+            include_related=False,
+            related_limit=0,
+        ),
+        app.state.ctx.settings,
+    )
+    periods = goal_periods(goal)
+    boosted = dataclasses.replace(
+        plan,
+        date_starts=[p.start for p in periods],
+        date_ends=[p.end for p in periods],
+        date_boost=0.5,
+        exact_scan_max_rows=exact_max,
+    )
+    packs = []
+    for p in (dataclasses.replace(plan, exact_scan_max_rows=exact_max), boosted):
+        async with app.state.ctx.sessionmaker() as session:
+            repo = RetrievalRepository(session)
+            packs.append(await repo.rank(scope, p, await repo.scope_size(scope, 10_001)))
+            await session.rollback()
+    plain, with_dates = packs
+    before = {r.id: r.score for r in plain.rows}
+    after = {r.id: r.score for r in with_dates.rows}
+    assert set(before) == set(after) == {undated, dated, other}
+    assert after[dated] == pytest.approx(before[dated] * 1.5)
+    assert after[undated] == pytest.approx(before[undated])
+    assert after[other] == pytest.approx(before[other])
+    assert with_dates.rows[0].id == dated
