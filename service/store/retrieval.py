@@ -156,24 +156,7 @@ class RankedPack:
     scope_rows: int
 
 
-MEMORY_COLUMNS = (
-    "id",
-    "namespace",
-    "type",
-    "name",
-    "content",
-    "source",
-    "origin",
-    "url",
-    "project",
-    "domain",
-    "agent_id",
-    "created_at",
-    "updated_at",
-    "valid_at",
-    "metadata",
-    "expires_at",
-)
+MEMORY_COLUMNS = (*MEMORY_ROW_FIELDS, "metadata", "expires_at")
 
 
 def scope_sql(alias: str, scope: Scope) -> str:
@@ -236,10 +219,10 @@ SCOPE_N_SQL = """(SELECT count(*) FROM memories m
 
 
 # One tsquery per goal lexeme (``q.terms``), quoted as tsquery input wants (quotes and
-# backslashes doubled, ``quoted``); "\:A" is ":A" (weight A, the name) past SQLAlchemy.
+# backslashes doubled; ``tsquery_term`` is its Python twin, for the probe); "\:A" is ":A"
+# (weight A, the name) past SQLAlchemy.
 TERMS_CTE = r"""terms AS MATERIALIZED (
-            SELECT t.lexeme, t.quoted, t.quoted::tsquery AS tq,
-                   (t.quoted || '\:A')::tsquery AS tq_name
+            SELECT t.lexeme, t.quoted::tsquery AS tq, (t.quoted || '\:A')::tsquery AS tq_name
             FROM q CROSS JOIN LATERAL (
                 SELECT lexeme,
                        '''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''
@@ -265,22 +248,20 @@ def bm25_ctes(scope_n: str, lex_tail: str = "", *, estimated: bool = False) -> l
     Citus shard) would otherwise give a share a few ulps apart, enough to swap two tied
     memories at a pack's cut-off.
     """
-    ctes = [] if estimated else [TERMS_CTE]
     if estimated:
         # df: counted in the hits for a rare term (hits hold all its matches), the
         # table-wide frequency times N for a common one.
-        df = f"""CASE WHEN s.common THEN s.freq * {scope_n} ELSE coalesce(d.df, 0) END"""
-        idf_from = """split s LEFT JOIN (SELECT DISTINCT lexeme, df FROM tf) d USING (lexeme)"""
-        idf = f"""idf AS MATERIALIZED (
-            SELECT x.lexeme, ln(1 + (greatest({scope_n}, x.df) - x.df + 0.5) / (x.df + 0.5)) AS idf
-            FROM (SELECT s.lexeme, {df} AS df FROM {idf_from}) x)"""
+        df = f"CASE WHEN s.common THEN s.freq * {scope_n} ELSE coalesce(d.df, 0) END"
+        lexemes = "split s"
     else:
-        idf = f"""idf AS MATERIALIZED (
-            SELECT t.lexeme,
-                   ln(1 + (greatest({scope_n}, coalesce(d.df, 0))
-                           - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5)) AS idf
-            FROM q CROSS JOIN LATERAL unnest(q.terms) AS t(lexeme)
-            LEFT JOIN (SELECT DISTINCT lexeme, df FROM tf) d USING (lexeme))"""
+        df = "coalesce(d.df, 0)"
+        lexemes = "q CROSS JOIN LATERAL unnest(q.terms) AS s(lexeme)"
+    ctes = [] if estimated else [TERMS_CTE]
+    idf = f"""idf AS MATERIALIZED (
+            SELECT x.lexeme, ln(1 + (greatest({scope_n}, x.df) - x.df + 0.5) / (x.df + 0.5)) AS idf
+            FROM (SELECT s.lexeme, {df} AS df
+                  FROM {lexemes}
+                  LEFT JOIN (SELECT DISTINCT lexeme, df FROM tf) d USING (lexeme)) x)"""
     return [
         *ctes,
         # Term frequency from two matches per hit and term rather than by unnesting each
@@ -304,21 +285,21 @@ def bm25_ctes(scope_n: str, lex_tail: str = "", *, estimated: bool = False) -> l
 
 
 def selective_hits_ctes(in_scope: str) -> list[str]:
-    """A wide scope's full-text hits, read through its goal's rare terms only.
+    """A wide scope's full-text hits, read through its goal's rare clauses only.
 
     Reading every in-scope memory that matches any goal word costs time in proportion to
     the scope: a name or a common verb matches thousands of a 100k scope's memories, each
     one a heap read and a BM25 sum, and such a word adds little to a share (its idf is
-    low). So the hits are the matches of the goal's rare lexemes (OR); a common lexeme
+    low). So the hits are the matches of the clauses ``probe_query`` keeps (the goal's rare
+    lexemes, and pairs of common ones that are rare together); a common lexeme
     (``:common_lexemes``, from the table's statistics, see ``common_terms``) still scores
     on every hit, and its df is estimated from its table-wide frequency (``bm25_ctes``,
-    ``estimated``). A goal of common words only reads the memories that hold all of them
-    (AND). Without statistics (a fresh table, a Citus coordinator) every lexeme is rare:
+    ``estimated``). Without statistics (a fresh table, a Citus coordinator) every lexeme is rare:
     every match is read, as on a narrow scope. ``:probe`` is ``probe_query``'s tsquery."""
     return [
         TERMS_CTE,
         """split AS MATERIALIZED (
-            SELECT t.lexeme, t.quoted, c.freq, c.freq IS NOT NULL AS common
+            SELECT t.lexeme, c.freq, c.freq IS NOT NULL AS common
             FROM terms t
             LEFT JOIN unnest(CAST(:common_lexemes AS text[]), CAST(:common_freqs AS float8[]))
                  AS c(lexeme, freq) USING (lexeme))""",
@@ -471,8 +452,7 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
         # The relative gate: a candidate must also reach a share of the best relevance
         # among those the absolute gate keeps (a window over the candidates only).
         relevant += (
-            f" AND {relevance} >= :rel_gate"
-            f" * max(CASE WHEN {gate} THEN {relevance} END) OVER ()"
+            f" AND {relevance} >= :rel_gate * max(CASE WHEN {gate} THEN {relevance} END) OVER ()"
         )
     ctes.append(
         f"""gated AS (
