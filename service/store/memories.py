@@ -36,9 +36,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.cache import TtlLru
 from service.store.models import Artifact, Memory, Project, Relation
-from service.store.retrieval import use_indexes
+from service.store.retrieval import RetrievalRepository, Scope, use_indexes
 from service.store.vectors import vector_literal
 
 
@@ -79,9 +78,6 @@ def project_scope(key_projects: Sequence[str]) -> ColumnElement[bool]:
     return or_(Memory.project.is_(None), Memory.project.in_(list(key_projects)))
 
 
-# How long a namespace's size is remembered: it only picks the near-duplicate probe's plan.
-NAMESPACE_SIZE_TTL = 10.0
-_NAMESPACE_SIZES: TtlLru[tuple[uuid.UUID, str, int], int] = TtlLru(NAMESPACE_SIZE_TTL, 50_000)
 # hnsw.ef_search of a near-duplicate probe through the index: the probe wants the few
 # closest memories (a duplicate is far closer than anything else), pgvector's default.
 NEAR_DUPLICATE_EF_SEARCH = 40
@@ -299,19 +295,11 @@ class MemoryRepository:
         return {mid: (project, namespace, agent_id) for mid, project, namespace, agent_id in rows}
 
     async def namespace_size(self, org_id: uuid.UUID, namespace: str, cap: int) -> int:
-        """The namespace's memories, counted up to ``cap`` (an index-only scan of the btree)
-        and remembered for ``NAMESPACE_SIZE_TTL`` seconds: it only picks a plan."""
-        key = (org_id, namespace, cap)
-        size = _NAMESPACE_SIZES.get(key)
-        if size is None:
-            sql = text(
-                """SELECT count(*) FROM (SELECT 1 FROM memories m
-                   WHERE m.org_id = :org AND m.namespace = :namespace LIMIT :cap) s"""
-            )
-            params = {"org": org_id, "namespace": namespace, "cap": cap}
-            size = int((await self.session.execute(sql, params)).scalar_one())
-            _NAMESPACE_SIZES.put(key, size)
-        return size
+        """The namespace's memories, counted up to ``cap`` and remembered for a few seconds:
+        the scope probe of context packs (``RetrievalRepository.scope_size``), for one
+        namespace. It only picks a plan."""
+        scope = Scope(org_id=org_id, namespaces=[namespace])
+        return await RetrievalRepository(self.session).scope_size(scope, cap)
 
     async def _indexed(
         self, org_id: uuid.UUID, namespaces: set[str], exact_max_rows: int
@@ -351,24 +339,23 @@ class MemoryRepository:
             else await self._indexed(org_id, {p[1] for p in probes}, exact_max_rows)
         )
         out: dict[int, list[tuple[uuid.UUID, str, float]]] = {}
-        for indexed in (False, True):
-            group = [p for p in probes if (p[1] in big) == indexed]
-            if group:
-                found = await self._near(org_id, group, threshold, limit, key_projects, indexed)
-                out.update(found)
+        exact = [p for p in probes if p[1] not in big]
+        indexed = [p for p in probes if p[1] in big]
+        if exact:
+            out.update(await self._near_exact(org_id, exact, threshold, limit, key_projects))
+        if indexed:
+            out.update(await self._near_indexed(org_id, indexed, threshold, limit, key_projects))
         return out
 
-    async def _near(
+    async def _near_exact(
         self,
         org_id: uuid.UUID,
         probes: Sequence[tuple[int, str, str, str | None, str | None, list[float]]],
         threshold: float,
         limit: int,
         key_projects: Sequence[str],
-        indexed: bool,
     ) -> dict[int, list[tuple[uuid.UUID, str, float]]]:
-        if indexed:
-            return await self._near_indexed(org_id, probes, threshold, limit, key_projects)
+        """``near_duplicates`` by an exact scan of each probe's namespace (``near_order``)."""
         sql = text(
             f"""
             SELECT p.idx, m.id, m.name, 1 - m.dist AS score
