@@ -66,7 +66,6 @@ CORPORA = ("locomo", "agent", "personal")
 LOADS = ("flat", "ingest")
 FOLDS = 3
 K = 10
-BATCH = 250
 OFF_TOPIC_LIFE = [
     "We adopted a puppy from the shelter last weekend",
     "How was your trip to Lisbon?",
@@ -208,16 +207,7 @@ async def load_memories(
         return body
 
     async def store(batch: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
-        for start in range(0, len(batch), BATCH):
-            chunk = batch[start : start + BATCH]
-            response = await client.post(
-                "/v1/remember/batch", json={"items": [b for _, b in chunk]}, timeout=600
-            )
-            response.raise_for_status()
-            for (m, _), result in zip(chunk, response.json()["items"], strict=True):
-                counts[result["status"]] += 1
-                if result.get("id"):
-                    ids[m["id"]] = result["id"]
+        await locomo_eval.store_batches(client, batch, counts, ids)
 
     if load == "flat":
         await store([(m, item(m)) for m in memories])

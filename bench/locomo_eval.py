@@ -32,6 +32,7 @@ import os
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import MutableMapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,30 @@ def namespace_of(prefix: str, group: str) -> str:
 # --- loading -------------------------------------------------------------------------------
 
 
+async def store_batches(
+    client: httpx.AsyncClient,
+    batch: list[tuple[dict[str, Any], dict[str, Any]]],
+    counts: MutableMapping[str, int],
+    ids: dict[str, str],
+    rejected: list[str] | None = None,
+) -> None:
+    """POST ``batch`` (pairs of a record and its remember body) to /v1/remember/batch,
+    ``BATCH`` at a time: counts each status, maps the record's ``id`` to its memory's, and
+    lists the records the gate rejected (when ``rejected`` is given)."""
+    for start in range(0, len(batch), BATCH):
+        chunk = batch[start : start + BATCH]
+        response = await client.post(
+            "/v1/remember/batch", json={"items": [b for _, b in chunk]}, timeout=600
+        )
+        response.raise_for_status()
+        for (record, _), result in zip(chunk, response.json()["items"], strict=True):
+            counts[result["status"]] += 1
+            if result.get("id"):
+                ids[record["id"]] = result["id"]
+            elif rejected is not None:
+                rejected.append(record["id"])
+
+
 async def load(
     client: httpx.AsyncClient, turns: list[dict[str, Any]], prefix: str, links: bool
 ) -> dict[str, Any]:
@@ -118,18 +143,7 @@ async def load(
         return body
 
     async def store(batch: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
-        for start in range(0, len(batch), BATCH):
-            chunk = batch[start : start + BATCH]
-            response = await client.post(
-                "/v1/remember/batch", json={"items": [b for _, b in chunk]}, timeout=600
-            )
-            response.raise_for_status()
-            for (turn, _), result in zip(chunk, response.json()["items"], strict=True):
-                counts[result["status"]] += 1
-                if result.get("id"):
-                    ids[turn["id"]] = result["id"]
-                else:
-                    rejected.append(turn["id"])
+        await store_batches(client, batch, counts, ids, rejected)
 
     if not links:
         await store([(t, item(t)) for t in sorted(turns, key=lambda t: order[t["id"]])])
