@@ -13,8 +13,7 @@ from sqlalchemy import text
 from service.domain import ranking
 from service.embedding.fake import FakeEmbedder
 from service.store.retrieval import RetrievalRepository, Scope
-from tests.conftest import Key
-from tests.context.conftest import Seeder
+from tests.conftest import Key, Seeder
 
 GOAL = "Fix the blue green deploy pipeline health checks"
 
