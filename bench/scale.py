@@ -692,6 +692,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             todo = [(s.database, s.orgs, s.per_user, USERS_PER_ORG, False) for s in sizes]
             if args.hnsw:
                 todo.append((hnsw_database(args.hnsw_rows), 1, args.hnsw_rows, 1, True))
+            started = time.perf_counter()
             for database, orgs, per_user, users, flat in todo:
                 for engine, owner in (("node", node), ("cluster", cluster)):
                     url = owner.url(database)
@@ -708,32 +709,40 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         if s.database == database:
                             urls.setdefault(s, {})[engine] = url
             if args.seed_only:
-                print(f"seeded in {root}")
+                print(f"seeded in {root} ({time.perf_counter() - started:.0f} s)")
                 return report
+            seconds = report["seconds"] = {}
             report["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
             print(f"load average before measuring: {report['loadavg_before']}", flush=True)
             for s in sizes:
                 keys = store.keys(s.database, s.orgs)
                 print(f"measuring {s.label} ...", flush=True)
+                t0 = time.perf_counter()
                 report["sizes"][s.label] = measure_size(s, urls[s], keys, root / "work", args)
+                seconds[s.label] = round(time.perf_counter() - t0)
             if len(sizes) == 2:
                 small, big = (report["sizes"][s.label] for s in sizes)
                 report["ratio_of"] = f"{sizes[1].label} / {sizes[0].label}"
                 report["ratios"] = {e: cost_ratios(small[e], big[e]) for e in ENGINES}
             if args.routing:
                 print("routing share on the cluster ...", flush=True)
+                t0 = time.perf_counter()
                 phases = asyncio.run(citus_routing.run(urls[sizes[0]]["cluster"], 100, 108))
                 report["routing"] = {"phases": phases, "share": routed_share(phases)}
+                seconds["routing"] = round(time.perf_counter() - t0)
             if args.hnsw:
                 print(f"HNSW at a {args.hnsw_rows}-memory scope ...", flush=True)
+                t0 = time.perf_counter()
                 database = hnsw_database(args.hnsw_rows)
                 hnsw_urls = {"node": node.url(database), "cluster": cluster.url(database)}
                 key = store.keys(database, 1)[0]["key"]
                 report["hnsw"] = asyncio.run(
                     measure_hnsw(hnsw_urls, key, args.hnsw_rows, args.hnsw_goals, 10)
                 )
+                seconds["hnsw"] = round(time.perf_counter() - t0)
             report["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
-            print(f"load average after measuring: {report['loadavg_after']}", flush=True)
+            print(f"load average after measuring: {report['loadavg_after']}, seconds: {seconds}",
+                  flush=True)  # fmt: skip
     finally:
         if temp:
             shutil.rmtree(root, ignore_errors=True)
