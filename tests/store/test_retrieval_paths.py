@@ -18,6 +18,28 @@ from tests.conftest import Key, Seeder
 GOAL = "Fix the blue green deploy pipeline health checks"
 
 
+def _plan(
+    app: FastAPI, goal: str, *, mode: str = "hybrid", layer: str = "recall", limit: int = 10,
+    related: int = 0,
+) -> ranking.RankingPlan:
+    """The plan ``compile_context`` would build for ``goal`` (general intent, no domain),
+    with ``related`` related memories per item."""
+    return ranking.build_plan(
+        ranking.PlanInputs(
+            mode=mode,  # type: ignore[arg-type]
+            layer=layer,  # type: ignore[arg-type]
+            intent="general",
+            query=goal,
+            query_vector=None if mode == "lexical" else FakeEmbedder().embed_query(goal),
+            limit=limit,
+            domain=None,
+            include_related=related > 0,
+            related_limit=related,
+        ),
+        app.state.ctx.settings,
+    )
+
+
 @pytest.mark.parametrize("mode", ["hybrid", "lexical", "vector"])
 async def test_index_path_matches_exact_path(
     app: FastAPI, key: Key, seed: Seeder, mode: str
@@ -33,21 +55,7 @@ async def test_index_path_matches_exact_path(
     await seed.add("blue green deploy pipeline health checks, diary", agent_id="other")
     await seed.add("Bananas are rich in potassium and taste sweet when ripe.")
     scope = Scope(org_id=key.org_id, namespaces=["alice", "alice:s1"])
-    settings = app.state.ctx.settings
-    plan = ranking.build_plan(
-        ranking.PlanInputs(
-            mode=mode,  # type: ignore[arg-type]
-            layer="deep_search",
-            intent="general",
-            query=GOAL,
-            query_vector=FakeEmbedder().embed_query(GOAL),
-            limit=50,
-            domain=None,
-            include_related=True,
-            related_limit=3,
-        ),
-        settings,
-    )
+    plan = _plan(app, GOAL, mode=mode, layer="deep_search", limit=50, related=3)
     results = []
     for exact_max in (10_000, 0):
         async with app.state.ctx.sessionmaker() as session:
@@ -66,20 +74,7 @@ async def test_index_path_matches_exact_path(
 
 
 def _lexical_plan(app: FastAPI, goal: str) -> ranking.RankingPlan:
-    plan = ranking.build_plan(
-        ranking.PlanInputs(
-            mode="lexical",
-            layer="deep_search",
-            intent="general",
-            query=goal,
-            query_vector=None,
-            limit=50,
-            domain=None,
-            include_related=False,
-            related_limit=0,
-        ),
-        app.state.ctx.settings,
-    )
+    plan = _plan(app, goal, mode="lexical", layer="deep_search", limit=50)
     return dataclasses.replace(plan, exact_scan_max_rows=0)  # the wide (index) path
 
 
@@ -171,20 +166,7 @@ async def test_the_relative_gate_drops_candidates_far_below_the_best(
     best = await seed.add(GOAL)
     weak = await seed.add("blue green deploy notes from the offsite, unrelated otherwise")
     scope = Scope(org_id=key.org_id, namespaces=["alice"])
-    plan = ranking.build_plan(
-        ranking.PlanInputs(
-            mode="hybrid",
-            layer="recall",
-            intent="general",
-            query=GOAL,
-            query_vector=FakeEmbedder().embed_query(GOAL),
-            limit=10,
-            domain=None,
-            include_related=False,
-            related_limit=0,
-        ),
-        app.state.ctx.settings,
-    )
+    plan = _plan(app, GOAL)
     packs = []
     for share in (0.0, 0.95):
         async with app.state.ctx.sessionmaker() as session:
@@ -223,20 +205,7 @@ async def test_a_memory_dated_in_the_goals_period_is_boosted(
         valid_at=datetime(2023, 7, 8, 12, tzinfo=UTC),
     )
     scope = Scope(org_id=key.org_id, namespaces=["alice"])
-    plan = ranking.build_plan(
-        ranking.PlanInputs(
-            mode="hybrid",
-            layer="recall",
-            intent="general",
-            query=goal,
-            query_vector=FakeEmbedder().embed_query(goal),
-            limit=10,
-            domain=None,
-            include_related=False,
-            related_limit=0,
-        ),
-        app.state.ctx.settings,
-    )
+    plan = _plan(app, goal)
     periods = goal_periods(goal)
     boosted = dataclasses.replace(
         plan,

@@ -6,6 +6,7 @@ import asyncio
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import psycopg
@@ -33,6 +34,33 @@ async def mcp_session(client: httpx.AsyncClient, key: Key) -> dict[str, str]:
     await client.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"},
                       headers=headers)
     return headers
+
+
+async def write_while_its_target_is_deleted(
+    client: httpx.AsyncClient, key: Key, pg_url: str, url: str, body: dict[str, Any]
+) -> httpx.Response:
+    """Store a memory, delete it in a transaction left open, send ``body`` (``{target}``
+    strings name the deleted memory's id) to ``url`` and commit the delete half a second
+    into the write: the write meets a target that is going away."""
+    made = await client.post("/v1/remember", json={"namespace": "n", "content": OTHER},
+                             headers=key.headers)
+    target = made.json()["id"]
+    conn = await psycopg.AsyncConnection.connect(pg_url)
+    try:
+        await conn.execute("DELETE FROM memories WHERE org_id = %s AND id = %s",
+                           (key.org_id, uuid.UUID(target)))
+
+        async def commit_later() -> None:
+            await asyncio.sleep(0.5)
+            await conn.commit()
+
+        committer = asyncio.create_task(commit_later())
+        sent = json.loads(json.dumps(body).replace("{target}", target))
+        response = await client.post(url, json=sent, headers=key.headers)
+        await committer
+    finally:
+        await conn.close()
+    return response
 
 
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e400"])
@@ -116,27 +144,10 @@ async def test_supersedes_target_deleted_concurrently(
     client: httpx.AsyncClient, make_key: KeyFactory, pg_url: str
 ) -> None:
     key = await make_key()
-    made = await client.post("/v1/remember", json={"namespace": "n", "content": OTHER},
-                             headers=key.headers)
-    target = made.json()
-    conn = await psycopg.AsyncConnection.connect(pg_url)
-    try:
-        await conn.execute("DELETE FROM memories WHERE org_id = %s AND id = %s",
-                           (key.org_id, uuid.UUID(target["id"])))
-
-        async def commit_later() -> None:
-            await asyncio.sleep(0.5)
-            await conn.commit()
-
-        committer = asyncio.create_task(commit_later())
-        response = await client.post(
-            "/v1/remember",
-            json={"namespace": "n", "content": TEXT, "supersedes": target["id"]},
-            headers=key.headers,
-        )
-        await committer
-    finally:
-        await conn.close()
+    response = await write_while_its_target_is_deleted(
+        client, key, pg_url, "/v1/remember",
+        {"namespace": "n", "content": TEXT, "supersedes": "{target}"},
+    )
     assert response.status_code < 500, response.text
 
 
@@ -144,27 +155,10 @@ async def test_batch_related_target_deleted_concurrently(
     client: httpx.AsyncClient, make_key: KeyFactory, pg_url: str
 ) -> None:
     key = await make_key()
-    made = await client.post("/v1/remember", json={"namespace": "n", "content": OTHER},
-                             headers=key.headers)
-    target = made.json()
-    conn = await psycopg.AsyncConnection.connect(pg_url)
-    try:
-        await conn.execute("DELETE FROM memories WHERE org_id = %s AND id = %s",
-                           (key.org_id, uuid.UUID(target["id"])))
-
-        async def commit_later() -> None:
-            await asyncio.sleep(0.5)
-            await conn.commit()
-
-        committer = asyncio.create_task(commit_later())
-        response = await client.post(
-            "/v1/remember/batch",
-            json={"items": [{"namespace": "n", "content": TEXT, "related": [{"id": target["id"]}]}]},
-            headers=key.headers,
-        )
-        await committer
-    finally:
-        await conn.close()
+    response = await write_while_its_target_is_deleted(
+        client, key, pg_url, "/v1/remember/batch",
+        {"items": [{"namespace": "n", "content": TEXT, "related": [{"id": "{target}"}]}]},
+    )
     assert response.status_code < 500, response.text
 
 
@@ -172,27 +166,11 @@ async def test_patch_related_or_keyed_related_race(
     client: httpx.AsyncClient, make_key: KeyFactory, pg_url: str
 ) -> None:
     key = await make_key()
-    target = (await client.post("/v1/remember", json={"namespace": "n", "content": OTHER},
-                                headers=key.headers)).json()
-    conn = await psycopg.AsyncConnection.connect(pg_url)
-    try:
-        await conn.execute("DELETE FROM memories WHERE org_id = %s AND id = %s",
-                           (key.org_id, uuid.UUID(target["id"])))
-
-        async def commit_later() -> None:
-            await asyncio.sleep(0.5)
-            await conn.commit()
-
-        committer = asyncio.create_task(commit_later())
-        response = await client.post(
-            "/v1/remember",
-            json={"namespace": "n", "content": TEXT, "key": "backup-window",
-                  "related": [{"id": target["id"]}]},
-            headers=key.headers,
-        )
-        await committer
-    finally:
-        await conn.close()
+    response = await write_while_its_target_is_deleted(
+        client, key, pg_url, "/v1/remember",
+        {"namespace": "n", "content": TEXT, "key": "backup-window",
+         "related": [{"id": "{target}"}]},
+    )
     assert response.status_code < 500, response.text
 
 
