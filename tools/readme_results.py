@@ -26,7 +26,7 @@ END = "<!-- results:end -->"
 
 
 def section(res: dict[str, Any], json_path: Path) -> str:
-    from bench.run import markdown_tables
+    from bench.report import markdown_tables
 
     meta = res["meta"]
     m = meta["machine"]
