@@ -42,6 +42,7 @@ from bench.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "bench" / "locomo"
+VECTORS = Path("/tmp/ctxpack-locomo-minilm.npy")  # LoCoMo's turns embedded once, reused
 TYPES = (
     "decision", "plan", "task", "idea", "claim", "constraint", "rule", "procedure",
     "pattern", "gotcha", "verification", "domain", "session", "episode",
@@ -68,8 +69,18 @@ def vectors(texts: list[str], cache: Path) -> Any:
 
 
 def seed(
-    database_url: str, org_id: uuid.UUID, users: int, per_user: int, cache: Path, prefix: str
+    database_url: str,
+    org_id: uuid.UUID,
+    users: int,
+    per_user: int,
+    cache: Path,
+    prefix: str,
+    *,
+    flat: bool = False,
 ) -> None:
+    """Seed ``users`` x ``per_user`` memories by COPY (the layout of the module docstring;
+    ``flat``: every memory of a user at the user's own namespace, one scope of
+    ``per_user``, as bench/scope.py measures)."""
     import numpy as np
     import psycopg
     from pgvector.psycopg import register_vector
@@ -97,7 +108,7 @@ def seed(
                     user = f"{prefix}u{u}"
                     ns = (
                         user
-                        if r < 0.4
+                        if flat or r < 0.4
                         else f"{user}:s{i % 3}"
                         if r < 0.8
                         else f"{user}:s{i % 3}:t{i % 2}"
@@ -208,7 +219,7 @@ def main() -> int:
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--per-user", type=int, default=100)
     parser.add_argument("--prefix", default="speed-", help="namespace prefix of the seeded users")
-    parser.add_argument("--vectors", type=Path, default=Path("/tmp/ctxpack-locomo-minilm.npy"))
+    parser.add_argument("--vectors", type=Path, default=VECTORS)
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--modes", default="hybrid,lexical")

@@ -129,14 +129,22 @@ def log(msg: str) -> None:
 # -------------------------------------------------------------------------- ctxpack server
 
 
+def ctxpack_url(admin_url: str, dbname: str) -> str:
+    """Database ``dbname`` on the server of ``admin_url``, as a URL both ctxpack and psycopg
+    take (``peers.db_url_for`` gives libpq's keyword form, which ctxpack does not)."""
+    from service.store.database import _with_database
+
+    return str(_with_database(admin_url, dbname))
+
+
 class CtxpackServer:
     """``ctxpack serve`` in a subprocess, against an existing database URL."""
 
-    def __init__(self, db_url: str, workdir: Path):
+    def __init__(self, db_url: str, workdir: Path, key: str | None = None):
         self.db_url = db_url
         self.workdir = workdir
         self.proc: subprocess.Popen[str] | None = None
-        self.key: str | None = None
+        self.key = key  # an empty database prints its bootstrap key; a seeded one needs it
         self.port = 0
         self.starts: list[dict[str, Any]] = []
 
@@ -163,7 +171,7 @@ class CtxpackServer:
             # model. Off, every measured context call embeds its goal.
             CTXPACK_QUERY_CACHE_SIZE="0",
         )
-        stderr = open(self.workdir / f"serve-{len(self.starts)}.log", "w")
+        stderr = open(self.workdir / f"serve-{self.port}.log", "w")
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=stderr, env=env, text=True, cwd=self.workdir

@@ -134,7 +134,8 @@ def markdown_tables(res: dict[str, Any]) -> list[str]:
     sp = res.get("speed") or {}
     for size in sp.get("sizes", []):
         if size.get("skipped"):
-            lines += [f"**Speed, {size['n']:,} memories**: skipped: {size['skipped']}", ""]
+            how = f" ({size['seed_method']})" if size.get("seed_method") else ""
+            lines += [f"**Speed, {size['n']:,} memories**: skipped: {size['skipped']}{how}", ""]
             continue
         lines.append(
             f"**Speed, {size['n']:,} memories seeded** ({size.get('stored_total', 0):,} stored in "
@@ -197,7 +198,48 @@ def markdown_tables(res: dict[str, Any]) -> list[str]:
                 f"{fmt(seed.get('seconds'))} s ({fmt(seed.get('per_s'))} memories/s, embedding "
                 "included)."
             )
+        if seed.get("vectors_reused"):
+            lines.append(f"Vectors at this size: {seed['seed_method']}.")
+        if size.get("seeded_earlier"):
+            lines.append(
+                f"Seeded earlier into {size['seeded_earlier']}; the seeding figures are that run's."
+            )
+        if size.get("mem0_skipped"):
+            lines.append(f"mem0: {size['mem0_skipped']}.")
         lines.append("")
+    growth = sp.get("growth") or {}
+    if growth.get("ratio"):
+        lines += [
+            f"**Growth**: ctxpack context p50 (c=1) {fmt(growth['to_p50_ms'], 2)} ms at "
+            f"{growth['to_n']:,} memories against {fmt(growth['from_p50_ms'], 2)} ms at "
+            f"{growth['from_n']:,}: ×{fmt(growth['ratio'], 2)}"
+            + (f" (target {growth['target']})." if growth.get("target") else "."),
+            "",
+        ]
+    scope = sp.get("scope") or {}
+    if scope.get("sizes"):
+        lines += [
+            "**Scope scaling** (one namespace holding N memories; ctxpack context over HTTP, "
+            f"LangGraph search in process, k = {scope.get('k')}, c=1; ×: how many times "
+            "better ctxpack is):",
+            "",
+        ]
+        rows = []
+        for s in scope["sizes"]:
+            c, lg = s.get("ctxpack") or {}, s.get("langgraph") or {}
+            rows.append(
+                [f"{s['n']:,}"]
+                + [fmt(c.get(f)) for f in ("p50_ms", "p99_ms")]
+                + [fmt(lg.get(f)) for f in ("p50_ms", "p99_ms")]
+                + [fmt(ratio(c.get("p50_ms"), lg.get("p50_ms"), True), 2)]
+                + [fmt(c.get("mean_hits")), fmt(lg.get("mean_hits"))]
+            )
+        header = ["memories in the scope", "ctxpack p50 ms", "ctxpack p99 ms"]
+        header += ["LangGraph p50 ms", "LangGraph p99 ms", "× LangGraph (p50)"]
+        header += ["ctxpack results", "LangGraph results"]
+        lines += [*_md_table(header, rows), ""]
+        if scope.get("note"):
+            lines += [f"Scopes: {scope['note']}.", ""]
     cs = sp.get("cold_start") or {}
     if cs:
         rows = [[k, fmt(v, 2)] for k, v in cs.items() if isinstance(v, (int, float))]

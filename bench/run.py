@@ -3,7 +3,7 @@
 PostgresStore and mem0, in one run, on one Postgres server, with one embedding model.
 
     python -m bench [--sizes 10000,100000] [--big] [--quick] [--json OUT.json]
-                            [--skip-peers] [--budget-minutes 15]
+                    [--skip-peers] [--budget-minutes 15] [--scope] [--store DIR [--seed-only]]
 
 What runs, in order (every number printed comes from this run; nothing is carried over):
 
@@ -46,10 +46,22 @@ HNSW and GIN indexes are dropped and built again afterwards from their own defin
 (``deferred_indexes``), ctxpack's included. Every measured write and search, ctxpack's and
 the peers', goes through the normal path, the model and those indexes.
 
+``--big`` adds 1,000,000 memories over 10,000 users (``--big-size`` to smoke-test the path at
+less). Embedding a million texts alone takes about 43 minutes here, so at most ``--embed-max``
+(100k) memories of a run are embedded by the model; the ones past them take the text and
+vector of an embedded memory with their own ticket number, the vector plus a little noise,
+renormalised (``seeding.VectorPool``, as bench/context_speed.py seeds), and each size's
+``seed_method`` says so, in the JSON and the printed table. ``--mem0-max N`` leaves mem0 out
+above N memories. ``--store DIR`` keeps the speed stores (one set of databases per size) in
+DIR, so that ``--seed-only`` can seed them ahead and a later run with the same DIR measures
+without seeding. ``--scope`` adds the scope-scaling table (``bench.scope``): 1k, 10k and
+100k memories in one namespace, ctxpack's context against LangGraph's search there; it is
+not in the default run, whose 15 minutes quality and the two speed sizes already fill.
+
 The run is split by concern: ``bench.harness`` (the server subprocess, the load driver),
 ``bench.quality`` (step 3), ``bench.corpus`` and ``bench.seeding`` (the speed stores' text and
-how they are filled), ``bench.speed`` (steps 4 and 5), ``bench.report`` (the tables); this
-module holds the command line and the order of the steps.
+how they are filled), ``bench.speed`` (steps 4 and 5), ``bench.scope``, ``bench.report``
+(the tables); this module holds the command line and the order of the steps.
 
 The default sizes are 10k and 100k. With ``--budget-minutes`` (default 15) a size whose
 projected seeding time, at the rates measured so far in this run, would overrun the budget
@@ -72,9 +84,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import peers  # sets the offline and telemetry env vars before mem0 loads
-from bench.harness import CtxpackServer, loadavg, log, machine_info, now_iso
+from bench.harness import CtxpackServer, ctxpack_url, loadavg, log, machine_info, now_iso
 from bench.quality import CachedEmbedder, locomo_loader, run_quality
 from bench.report import print_report
+from bench.scope import run_scope
 from bench.speed import run_speed
 
 HERE = Path(__file__).resolve().parent
@@ -98,7 +111,56 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         epilog=__doc__,
     )
     ap.add_argument("--sizes", default="10000,100000", help="speed sizes (default 10000,100000)")
-    ap.add_argument("--big", action="store_true", help="add 1,000,000 to the sizes")
+    ap.add_argument(
+        "--big",
+        action="store_true",
+        help="add --big-size (1,000,000 memories over 10,000 users) to the sizes",
+    )
+    ap.add_argument(
+        "--big-size",
+        type=int,
+        default=1_000_000,
+        help="the size --big adds (default 1000000; smaller for a smoke run of the big path)",
+    )
+    ap.add_argument(
+        "--embed-max",
+        type=int,
+        default=100_000,
+        help="memories of the speed corpus embedded with the model in one run (default "
+        "100000): sizes above it are seeded with texts and vectors reused from the embedded "
+        "ones plus noise (as bench/context_speed.py does), and say so in seed_method",
+    )
+    ap.add_argument(
+        "--mem0-max",
+        type=int,
+        default=0,
+        help="sizes above this many memories leave mem0 out, with the reason printed "
+        "(default 0: mem0 at every size)",
+    )
+    ap.add_argument(
+        "--scope",
+        action="store_true",
+        help="add the scope-scaling table: 1k, 10k and 100k memories in one namespace, "
+        "ctxpack's context against LangGraph's search there (about 5 more minutes; not in "
+        "the default run, which its 15 minutes already fill)",
+    )
+    ap.add_argument(
+        "--scope-sizes",
+        default="1000,10000,100000",
+        help="the scope sizes --scope measures (default 1000,10000,100000)",
+    )
+    ap.add_argument(
+        "--store",
+        type=Path,
+        help="keep the speed stores in this directory (Postgres data, one set of databases "
+        "per size, state.json): a later run with the same --store measures the sizes seeded "
+        "there without seeding them again",
+    )
+    ap.add_argument(
+        "--seed-only",
+        action="store_true",
+        help="with --store: seed the sizes into it and measure nothing (no quality either)",
+    )
     ap.add_argument(
         "--quick", action="store_true", help="smoke run: 2 conversations, size 2000, fewer requests"
     )
@@ -163,7 +225,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.audit_n = min(args.audit_n, 100)
     args.size_list = sorted({int(s) for s in str(args.sizes).split(",") if s.strip()})
     if args.big:
-        args.size_list = sorted({*args.size_list, 1_000_000})
+        args.size_list = sorted({*args.size_list, args.big_size})
+    args.scope_list = (
+        sorted({int(s) for s in str(args.scope_sizes).split(",") if s.strip()})
+        if args.scope
+        else []
+    )
+    if args.seed_only:
+        if not args.store:
+            ap.error("--seed-only needs --store DIR")
+        args.skip_quality = True
     return args
 
 
@@ -181,7 +252,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     notes: list[str] = res["meta"]["notes"]
     out_path = args.json or RESULTS_DIR / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    workdir = Path(tempfile.mkdtemp(prefix="ctxpack-bench-"))
+    if args.store:
+        args.store = args.store.resolve()
+        args.store.mkdir(parents=True, exist_ok=True)
+        workdir = args.store
+    else:
+        workdir = Path(tempfile.mkdtemp(prefix="ctxpack-bench-"))
     os.environ.setdefault("MEM0_DIR", str(workdir / "mem0home"))
     budget_s = args.budget_minutes * 60 if args.budget_minutes else math.inf
 
@@ -192,11 +268,14 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings()
     torch.set_num_threads(max(1, settings.embed_threads))
     log(f"workdir {workdir}; starting PostgreSQL")
-    server, admin_url = peers.start_postgres(str(workdir / "pgdata"))
+    server, admin_url = peers.start_postgres(
+        str(workdir / "pgdata"), cleanup_mode="stop" if args.store else "delete"
+    )
+    if args.store:  # the quality run's databases start empty each time; the sizes' are kept
+        for db in (CTXPACK_DB, peers.LANGGRAPH_DB, peers.MEM0_DB, "bench_cosine"):
+            peers.drop_database(admin_url, db)
     peers.ensure_database(admin_url, CTXPACK_DB)
-    from service.store.database import _with_database
-
-    ctx_url = str(_with_database(admin_url, CTXPACK_DB))  # a URL both ctxpack and psycopg take
+    ctx_url = ctxpack_url(admin_url, CTXPACK_DB)
     versions = {"ctxpack": _ctxpack_version()}
     versions.update(peers.server_versions(admin_url))
     pv = peers.peer_versions()
@@ -265,6 +344,10 @@ def main(argv: list[str] | None = None) -> int:
                 admin_url,
                 notes,
             )
+        if args.scope_list and not args.seed_only:
+            t_scope = time.perf_counter()
+            res.setdefault("speed", {})["scope"] = run_scope(args, admin_url, cache, workdir)
+            res["meta"]["phase_s"]["scope"] = round(time.perf_counter() - t_scope, 1)
         client.close()
     finally:
         for p in (lg_peer, m0_peer):
@@ -275,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
                     log(f"closing {p.name}: {exc!r}")
         ctx.stop()
         server.cleanup()
-        if not args.keep:
+        if not args.keep and not args.store:
             shutil.rmtree(workdir, ignore_errors=True)
     res["meta"]["loadavg_after"] = loadavg()
     res["meta"]["finished"] = now_iso()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import time
 import uuid
@@ -50,6 +51,83 @@ def ctxpack_seed(client: Any, items: list[tuple[str, str, str, str]], desc: str)
     }
 
 
+_TICKET = re.compile(r"[A-Z][A-Z0-9]*-(\d+)")
+
+
+def ticket_number(text: str) -> str:
+    """The number of the last ticket in a corpus text (``BILLING-104237`` → ``104237``),
+    which is what makes each text of the speed corpus distinct."""
+    found = _TICKET.findall(text)
+    if not found:
+        raise ValueError(f"no ticket in {text[:80]!r}")
+    return str(found[-1])
+
+
+class VectorPool:
+    """The speed corpus's vectors embedded in this run, and the vectors of memories past the
+    embedding budget, which are reused from them.
+
+    Up to ``limit`` distinct texts are embedded with the model (``room``). A memory past them
+    takes a pooled memory's type and text, with the pooled ticket number replaced by its own
+    (so it stays distinct), and the pooled vector plus N(0, ``noise``) per dimension,
+    renormalised, as bench/context_speed.py seeds: the store keeps the clusters of real
+    text, its texts and vectors agree, and a million memories do not cost the 43 minutes
+    of embedding them. A text seen before (the same users seeded again into another store)
+    gets its own embedded vector back.
+    """
+
+    def __init__(self, limit: int, noise: float = 0.02, seed: int = 7) -> None:
+        import numpy as np
+
+        self.limit = limit
+        self.noise = noise
+        self.rng = np.random.default_rng(seed)
+        self.types: list[str] = []
+        self.texts: list[str] = []
+        self.vectors: list[Any] = []  # float32 rows
+        self.index: dict[str, int] = {}
+
+    @property
+    def room(self) -> int:
+        """How many more texts may be embedded."""
+        return max(0, self.limit - len(self.texts))
+
+    def add(self, items: Sequence[tuple[str, str, str, str]], vectors: Sequence[Any]) -> None:
+        import numpy as np
+
+        for (_, _, typ, text), vec in zip(items, vectors, strict=True):
+            if text not in self.index:
+                self.index[text] = len(self.texts)
+                self.types.append(typ)
+                self.texts.append(text)
+                self.vectors.append(np.asarray(vec, dtype=np.float32))
+
+    def known(self, text: str) -> Any | None:
+        i = self.index.get(text)
+        return None if i is None else self.vectors[i]
+
+    def reuse(
+        self, items: Sequence[tuple[str, str, str, str]]
+    ) -> tuple[list[tuple[str, str, str, str]], list[Any]]:
+        """Each item as a pooled memory with the item's ticket number, and its vector."""
+        import numpy as np
+
+        if not self.texts:
+            raise ValueError("no embedded vectors to reuse: embed some first (limit > 0)")
+        picks = self.rng.integers(len(self.texts), size=len(items))
+        out: list[tuple[str, str, str, str]] = []
+        vecs: list[Any] = []
+        for (ns, iid, _, text), k in zip(items, picks, strict=True):
+            base = self.texts[k]
+            at = list(_TICKET.finditer(base))[-1].span(1)
+            out.append(
+                (ns, iid, self.types[k], base[: at[0]] + ticket_number(text) + base[at[1] :])
+            )
+            vec = self.vectors[k] + self.rng.normal(0.0, self.noise, self.vectors[k].shape[0])
+            vecs.append((vec / np.linalg.norm(vec)).astype(np.float32))
+        return out, vecs
+
+
 def direct_seed(
     client: Any,
     ctx_url: str,
@@ -57,6 +135,7 @@ def direct_seed(
     items: list[tuple[str, str, str, str]],
     desc: str,
     sinks: Sequence[Callable[[list[tuple[str, str, str, list[float]]]], None]] = (),
+    pool: VectorPool | None = None,
 ) -> dict[str, Any]:
     """Write ``items`` straight into ctxpack's memories table (COPY), embedded in this
     process by the service's own embedder (same model, same document pipeline as
@@ -67,7 +146,10 @@ def direct_seed(
 
     A thread embeds the next chunk while this one is written, and each written chunk's
     (namespace, source, content, vector) rows go to every ``sink`` (the peers' stores), so the
-    database work overlaps the model's instead of following it."""
+    database work overlaps the model's instead of following it.
+
+    With a ``pool``, only what fits its budget is embedded; the rest reuse its vectors
+    (``VectorPool.reuse``), and the result says how many of each (``seed_method``)."""
     import queue
 
     import numpy as np
@@ -84,18 +166,42 @@ def direct_seed(
     embedder = build_embedder(Settings(data_dir=data_dir))
     ready: queue.Queue[Any] = queue.Queue(maxsize=2)
 
+    counts: Counter[str] = Counter()
+
+    def embed(chunk: Sequence[tuple[str, str, str, str]]) -> list[Any]:
+        counts["embedded"] += len(chunk)
+        return embedder.embed_documents(
+            [document_text(derive_name(text), text) for _, _, _, text in chunk]
+        )
+
+    def with_vectors(
+        chunk: list[tuple[str, str, str, str]],
+    ) -> tuple[list[tuple[str, str, str, str]], list[Any]]:
+        if pool is None:
+            return chunk, embed(chunk)
+        slots: list[Any] = [pool.known(text) for _, _, _, text in chunk]
+        counts["known"] += sum(v is not None for v in slots)
+        todo = [j for j, v in enumerate(slots) if v is None]
+        fresh, reused = todo[: pool.room], todo[pool.room :]
+        if fresh:
+            vecs = embed([chunk[j] for j in fresh])
+            pool.add([chunk[j] for j in fresh], vecs)
+            for j, vec in zip(fresh, vecs, strict=True):
+                slots[j] = vec
+        if reused:
+            counts["reused"] += len(reused)
+            again, vecs = pool.reuse([chunk[j] for j in reused])
+            chunk = list(chunk)
+            for j, item, vec in zip(reused, again, vecs, strict=True):
+                chunk[j], slots[j] = item, vec
+        return chunk, slots
+
     def produce() -> None:
         try:
             for i in range(0, len(items), 2000):
-                chunk = items[i : i + 2000]
-                names = [derive_name(text) for _, _, _, text in chunk]
                 te = time.perf_counter()
-                vecs = embedder.embed_documents(
-                    [
-                        document_text(name, text)
-                        for name, (_, _, _, text) in zip(names, chunk, strict=True)
-                    ]
-                )
+                chunk, vecs = with_vectors(items[i : i + 2000])
+                names = [derive_name(text) for _, _, _, text in chunk]
                 ready.put((chunk, names, vecs, time.perf_counter() - te))
             ready.put(None)
         except BaseException as exc:  # handed to the writer, which raises it
@@ -141,11 +247,28 @@ def direct_seed(
         "embed_seconds": round(embed_s, 1),
         "peer_write_seconds": round(sink_s, 1),
         "method": "copy",
+        "embedded": counts["embedded"],
+        "vectors_known": counts["known"],
+        "vectors_reused": counts["reused"],
+        "seed_method": seed_method(counts["embedded"] + counts["known"], counts["reused"], pool),
     }
 
 
+def seed_method(embedded: int, reused: int, pool: VectorPool | None) -> str:
+    """What a bulk load's vectors are, in words (the JSON's ``seed_method``, the report's)."""
+    if not reused or pool is None:
+        return "embedded: every memory's text embedded by the model"
+    return (
+        f"reused vectors: {embedded:,} memories embedded by the model, {reused:,} with a text "
+        f"and vector reused from the {len(pool.texts):,} embedded in this run (another ticket "
+        f"number; the vector plus N(0, {pool.noise:g}) noise per dimension, renormalised)"
+    )
+
+
 @contextmanager
-def deferred_indexes(db_url: str, tables: Sequence[str], built: dict[str, float]) -> Iterator[None]:
+def deferred_indexes(
+    db_url: str, tables: Sequence[str], built: dict[str, float], work_mem: str = "1GB"
+) -> Iterator[None]:
     """Drop the HNSW and GIN indexes on ``tables`` for a bulk load and build them again from
     their own definitions (``pg_indexes.indexdef``) when it ends, as a bulk import would:
     one index build instead of a graph insert per row. The store ends with the very indexes
@@ -164,7 +287,7 @@ def deferred_indexes(db_url: str, tables: Sequence[str], built: dict[str, float]
         try:
             yield
         finally:
-            conn.execute("SET maintenance_work_mem = '1GB'")
+            conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(work_mem)))
             for name, ddl in defs:
                 t0 = time.perf_counter()
                 conn.execute(ddl)
@@ -190,6 +313,27 @@ def fetch_vectors(
             yield [
                 (ns, src, content, [float(x) for x in json.loads(vec)])
                 for ns, src, content, vec in rows
+            ]
+
+
+def namespace_rows(
+    db_url: str, namespace: str
+) -> Iterable[list[tuple[str, str, str, list[float]]]]:
+    """ctxpack's stored (namespace, id, content, vector) rows of one namespace, in chunks:
+    the rows a peer is given for the same scope (keyed by ctxpack's memory id)."""
+    import psycopg
+
+    with psycopg.connect(db_url) as conn, conn.cursor(name="scope") as cur:
+        cur.itersize = 2000
+        cur.execute(
+            "SELECT namespace, id::text, content, embedding::text FROM memories "
+            "WHERE namespace = %s ORDER BY id",
+            (namespace,),
+        )
+        while rows := cur.fetchmany(2000):
+            yield [
+                (ns, key, content, [float(x) for x in json.loads(vec)])
+                for ns, key, content, vec in rows
             ]
 
 

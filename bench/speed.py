@@ -7,6 +7,7 @@ seeds each size in turn (skipping one the budget cannot fit) and measures it.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import subprocess
 import sys
@@ -19,10 +20,17 @@ from typing import Any
 
 from bench import peers  # sets the offline and telemetry env vars before mem0 loads
 from bench.corpus import PER_USER, corpus_for, extra_items, goals
-from bench.harness import CtxpackServer, log, progress, run_load
+from bench.harness import CtxpackServer, ctxpack_url, log, now_iso, progress, run_load
 from bench.quality import CachedEmbedder
 from bench.report import speed_rows
-from bench.seeding import PeerCopy, ctxpack_seed, deferred_indexes, direct_seed, fetch_vectors
+from bench.seeding import (
+    PeerCopy,
+    VectorPool,
+    ctxpack_seed,
+    deferred_indexes,
+    direct_seed,
+    fetch_vectors,
+)
 from bench.stats import percentile as pct
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,6 +190,70 @@ def audit_overhead(db_url: str, n: int) -> dict[str, Any]:
     return out
 
 
+class BenchStore:
+    """``--store DIR``: the speed stores kept in DIR for a later run. The Postgres data
+    directory lives in DIR/pgdata; each size has databases of its own (``bench_ctxpack_<n>``,
+    ``bench_langgraph_<n>``, ``bench_mem0_<n>``), seeded from scratch; DIR/state.json records
+    each size once it is seeded (the seeding figures and the ctxpack key of its database), so
+    a run with the same DIR measures those sizes without seeding them again. A size that
+    was not recorded (a seeding cut short) is seeded again from empty databases."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.path = root / "state.json"
+        self.state: dict[str, Any] = (
+            json.loads(self.path.read_text()) if self.path.exists() else {"sizes": {}}
+        )
+
+    def seeded(self, n: int) -> dict[str, Any] | None:
+        got = self.state["sizes"].get(str(n))
+        return dict(got) if got else None
+
+    def record(self, n: int, record: dict[str, Any]) -> None:
+        self.state["sizes"][str(n)] = record
+        self.path.write_text(json.dumps(self.state, indent=2, default=str) + "\n")
+        self.path.chmod(0o600)  # it holds the bench databases' API keys
+
+    @staticmethod
+    def database(system: str, n: int) -> str:
+        return f"bench_{system}_{n}"
+
+
+def open_size(
+    args: argparse.Namespace,
+    store: BenchStore,
+    n: int,
+    admin_url: str,
+    cache: CachedEmbedder,
+    workdir: Path,
+) -> tuple[CtxpackServer, str, Any, Any, dict[str, Any] | None]:
+    """Size ``n``'s own databases in the store: ctxpack's server on its database, and the
+    peers on theirs (mem0 only up to ``--mem0-max``). A size not recorded as seeded starts
+    from empty databases."""
+    rec = store.seeded(n)
+    with_mem0 = not args.mem0_max or n <= args.mem0_max
+    if rec is None:
+        for system in ("ctxpack", "langgraph", "mem0"):
+            peers.drop_database(admin_url, store.database(system, n))
+    peers.ensure_database(admin_url, store.database("ctxpack", n))
+    ctx_url = ctxpack_url(admin_url, store.database("ctxpack", n))
+    server = CtxpackServer(ctx_url, workdir, key=rec["key"] if rec else None)
+    server.start(f"{n:,} store" + (", seeded earlier" if rec else ", empty database"))
+    lg = m0 = None
+    if not args.skip_peers:
+        lg = peers.LangGraphPeer(admin_url, cache, dbname=store.database("langgraph", n))
+        lg.setup()
+        if with_mem0:
+            m0 = peers.Mem0Peer(
+                admin_url,
+                peers.model_path(),
+                dbname=store.database("mem0", n),
+                history_db_path=str(workdir / f"mem0-history-{n}.db"),
+            )
+            m0.setup()
+    return server, ctx_url, lg, m0, rec
+
+
 def run_speed(
     args: argparse.Namespace,
     ctx: CtxpackServer,
@@ -197,17 +269,39 @@ def run_speed(
     admin_url: str,
     notes: list[str],
 ) -> dict[str, Any]:
+    """Seed each size and measure it. Without ``--store`` one store grows from size to size
+    (ctxpack's database and each peer's); with it, each size has databases of its own in the
+    store, seeded once (``BenchStore``)."""
+    store = BenchStore(args.store) if args.store else None
     sizes: list[dict[str, Any]] = []
     seeded_users = 0
     rate: float | None = None
     k = 24  # ctxpack's default recall pack size; the peers are asked for as many
+    pool = VectorPool(args.embed_max, seed=args.seed)
+    servers = [ctx]
+    server, ctx_url_n, client_n = ctx, ctx_url, client
+    lg, m0 = lg_peer, m0_peer
     for n in args.size_list:
         n_users = max(1, math.ceil(n / PER_USER))
+        rec = None
+        if store is not None:
+            if server is not ctx:  # the previous size's: its figures are taken
+                client_n.close()
+                server.stop()
+                for p in (lg, m0):
+                    if p is not None:
+                        p.close()
+            server, ctx_url_n, lg, m0, rec = open_size(args, store, n, admin_url, cache, workdir)
+            servers.append(server)
+            client_n = server.client()
+            seeded_users = rec["users"] if rec else 0
+        elif m0 is not None and args.mem0_max and n > args.mem0_max:
+            m0 = None  # from this size on: its store stops growing and it is not measured
         new_users = range(seeded_users, n_users)
         todo = len(new_users) * PER_USER
         elapsed = time.perf_counter() - started
         api = seeded_users * PER_USER + todo <= args.api_seed_max
-        if api and rate and elapsed + todo / rate * 1.6 + 60 > budget_s:
+        if api and todo and rate and elapsed + todo / rate * 1.6 + 60 > budget_s:
             proj = todo / rate
             sizes.append(
                 {
@@ -221,70 +315,54 @@ def run_speed(
             )
             log(f"size {n}: skipped ({sizes[-1]['skipped']})")
             continue
-        items = corpus_for(new_users, args.seed, locomo_texts)
         entry: dict[str, Any] = {"n": n, "users": n_users}
-        peer_dbs = (
-            [(lg_peer.url, ["store", "store_vectors"]), (m0_peer.url, [m0_peer.collection])]
-            if lg_peer is not None
-            else []
-        )
-        sinks = [PeerCopy(lg_peer), PeerCopy(m0_peer)] if lg_peer is not None else []
-        built: dict[str, float] = {}  # the peers' index builds
-        built_ctx: dict[str, float] = {}
+        live = [p for p in (lg, m0) if p is not None]
+        if lg is not None and m0 is None:
+            entry["mem0_skipped"] = (
+                f"left out above {args.mem0_max:,} memories (--mem0-max), so that the run fits "
+                "its time: its bulk load and index build would add about as much as "
+                "LangGraph's; its figures at the smaller sizes stand"
+            )
+            log(entry["mem0_skipped"])
+        peer_dbs = [
+            (p.url, ["store", "store_vectors"] if p.name == "langgraph" else [p.collection])
+            for p in live
+        ]
         t_seed = time.perf_counter()
-        if seeded_users * PER_USER + len(items) <= args.api_seed_max:
-            seed = ctxpack_seed(client, items, f"ctxpack: seed to {n:,} via /v1/remember/batch")
-            rate = seed["per_s"]
-            if lg_peer is not None:
-                t0 = time.perf_counter()
-                bar = progress(todo, "peers: same rows (ctxpack's vectors)")
-                with ExitStack() as stack:
-                    for url, tables in peer_dbs:
-                        stack.enter_context(deferred_indexes(url, tables, built))
-                    for rows in fetch_vectors(ctx_url, new_users.start):
-                        for sink in sinks:
-                            sink(rows)
-                        bar.update(len(rows))
-                bar.close()
-                entry["peer_seed"] = {
-                    "rows": todo,
-                    "seconds": round(time.perf_counter() - t0, 1),
-                    "index_build_s": built,
-                    "method": "copy",
-                }
+        if rec is not None:
+            seed = rec["seed"]
+            if rec.get("peer_seed"):
+                entry["peer_seed"] = rec["peer_seed"]
+            entry["seeded_earlier"] = f"{args.store} ({rec.get('seeded_at', '?')})"
+            log(f"size {n}: seeded earlier in {args.store}, measuring")
         else:
-            with ExitStack() as stack:
-                # Exits in reverse: the peers' indexes are built first, ctxpack's last.
-                stack.enter_context(deferred_indexes(ctx_url, ["memories"], built_ctx))
-                for url, tables in peer_dbs:
-                    stack.enter_context(deferred_indexes(url, tables, built))
-                seed = direct_seed(
-                    client,
-                    ctx_url,
-                    ctx.workdir / "data",
-                    items,
-                    f"ctxpack{' + peers' if sinks else ''}: seed to {n:,} (COPY)",
-                    sinks,
+            items = corpus_for(new_users, args.seed, locomo_texts)
+            seed = seed_size(
+                args, server, client_n, ctx_url_n, live, peer_dbs, items, n, pool, entry
+            )
+            if seed.get("per_s") and seed.get("method") != "copy":
+                rate = seed["per_s"]
+            if store is not None:
+                store.record(
+                    n,
+                    {
+                        "users": n_users,
+                        "key": server.key,
+                        "seed": seed,
+                        "peer_seed": entry.get("peer_seed"),
+                        "peers": [p.name for p in live],
+                        "seeded_at": now_iso(),
+                        "seed_value": args.seed,
+                    },
                 )
-            seed["index_build_s"] = built_ctx
-            seed["seconds_with_index_builds"] = round(time.perf_counter() - t_seed, 1)
-            if lg_peer is not None:
-                entry["peer_seed"] = {
-                    "rows": todo,
-                    "seconds": seed["peer_write_seconds"],
-                    "index_build_s": built,
-                    "method": "copy",
-                    "with": "ctxpack's bulk load (one pass: embed, COPY, peers' COPY)",
-                }
-        for sink in sinks:
-            sink.check()
-            sink.close()
         seeded_users = n_users
-        log(f"seeded: {seed}; {entry.get('peer_seed')}")
+        entry["seed_method"] = seed.get("seed_method") or (
+            "embedded: every memory's text embedded by the service (batch API)"
+        )
         import psycopg
         from psycopg import sql
 
-        with psycopg.connect(ctx_url) as conn:
+        with psycopg.connect(ctx_url_n) as conn:
             entry["stored_total"] = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
             conn.execute("ANALYZE memories")
         for url, tables in peer_dbs:  # the same fresh statistics for the peers
@@ -293,38 +371,66 @@ def run_speed(
                     conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
         t_measure = time.perf_counter()
         entry["phase_s"] = {"seed": round(t_measure - t_seed, 1)}
-        entry["ctxpack"] = measure_ctxpack(client, n_users, args, args.seed, locomo_texts, n)
+        if args.seed_only:
+            entry["skipped"] = f"seeded only (--seed-only) into {args.store}"
+            entry["ctxpack"] = {"seed": seed}
+            sizes.append(entry)
+            continue
+        entry["ctxpack"] = measure_ctxpack(client_n, n_users, args, args.seed, locomo_texts, n)
         entry["ctxpack"]["seed"] = seed
-        if lg_peer is not None:
-            for p in (lg_peer, m0_peer):
-                entry[p.name] = measure_peer(p, n_users, args, args.seed, locomo_texts, n, k)
+        for p in live:
+            entry[p.name] = measure_peer(p, n_users, args, args.seed, locomo_texts, n, k)
         entry["phase_s"]["measure"] = round(time.perf_counter() - t_measure, 1)
         entry["rows"] = speed_rows(entry)
         sizes.append(entry)
     out: dict[str, Any] = {"sizes": sizes, "k": k}
+    ratio = growth_ratio(sizes)
+    if ratio:
+        out["growth"] = ratio
     done = [s for s in sizes if not s.get("skipped")]
-    cold: dict[str, Any] = {f"ctxpack serve, {s['label']}": s["seconds"] for s in ctx.starts}
+
+    def cold_starts() -> dict[str, Any]:
+        return {f"ctxpack serve, {s['label']}": s["seconds"] for sv in servers for s in sv.starts}
+
+    cold = cold_starts()
     if done:
         largest = done[-1]
-        ctx.stop()
-        t = ctx.start(f"restart, {largest.get('stored_total', 0):,} memories stored")
-        cold = {f"ctxpack serve, {s['label']}": s["seconds"] for s in ctx.starts}
+        server.stop()
+        t = server.start(f"restart, {largest.get('stored_total', 0):,} memories stored")
+        cold = cold_starts()
         log(f"ctxpack restart: {t:.1f} s")
-        if lg_peer is not None:
-            for name, db in (("langgraph", peers.LANGGRAPH_DB), ("mem0", peers.MEM0_DB)):
-                try:
-                    cold[f"{name}: new process, model loaded, first search answered"] = round(
-                        cold_start_peer(name, peers.db_url_for(admin_url, db), workdir), 2
-                    )
-                except Exception as exc:  # reported in the results
-                    cold[f"{name} error"] = repr(exc)[:300]
+        for p in (lg, m0):
+            if p is None:
+                continue
+            if store is not None:
+                p.close()
+            try:
+                cold[f"{p.name}: new process, model loaded, first search answered"] = round(
+                    cold_start_peer(p.name, p.url, workdir), 2
+                )
+            except Exception as exc:  # reported in the results
+                cold[f"{p.name} error"] = repr(exc)[:300]
         try:
-            au = audit_overhead(ctx_url, args.audit_n)
+            au = audit_overhead(ctx_url_n, args.audit_n)
             au["context_p50_ms"] = largest["ctxpack"]["context_c1"]["p50_ms"]
             out["audit"] = au
         except Exception as exc:  # reported in the results
             out["audit"] = {"error": repr(exc)[:500]}
+    elif store is not None:
+        for p in (lg, m0):
+            if p is not None:
+                p.close()
+    if server is not ctx:
+        client_n.close()
+        server.stop()
     out["cold_start"] = cold
+    if any(s.get("seed_method", "").startswith("reused") for s in sizes):
+        notes.append(
+            f"sizes above {args.embed_max:,} memories (--embed-max) were seeded with vectors "
+            "reused from the memories embedded in this run plus noise, as "
+            "bench/context_speed.py seeds: embedding a million texts alone takes about 43 "
+            "minutes here (each size's seed_method says how many of each)"
+        )
     notes.append(
         "ctxpack is measured over HTTP (client in this process, server a subprocess); "
         "the peers are called in process as libraries, so they skip the HTTP hop."
@@ -338,3 +444,96 @@ def run_speed(
         "search embeds with the model and goes through those indexes."
     )
     return out
+
+
+def seed_size(
+    args: argparse.Namespace,
+    server: CtxpackServer,
+    client: Any,
+    ctx_url: str,
+    live: list[Any],
+    peer_dbs: list[tuple[str, list[str]]],
+    items: list[tuple[str, str, str, str]],
+    n: int,
+    pool: VectorPool,
+    entry: dict[str, Any],
+) -> dict[str, Any]:
+    """Seed ``items`` (the next users' memories) into ctxpack (batch API while the store stays
+    within ``--api-seed-max``, else COPY) and the same rows into each live peer; the peers'
+    seeding figures go to ``entry``."""
+    todo = len(items)
+    first_user = int(items[0][0].lstrip("u")) if items else 0
+    sinks = [PeerCopy(p) for p in live]
+    built: dict[str, float] = {}  # the peers' index builds
+    built_ctx: dict[str, float] = {}
+    work_mem = f"{max(1024, n // 250)}MB"  # an HNSW graph of n vectors built in memory
+    t_seed = time.perf_counter()
+    if first_user * PER_USER + todo <= args.api_seed_max:
+        seed = ctxpack_seed(client, items, f"ctxpack: seed to {n:,} via /v1/remember/batch")
+        if live:
+            t0 = time.perf_counter()
+            bar = progress(todo, "peers: same rows (ctxpack's vectors)")
+            with ExitStack() as stack:
+                for url, tables in peer_dbs:
+                    stack.enter_context(deferred_indexes(url, tables, built, work_mem))
+                for rows in fetch_vectors(ctx_url, first_user):
+                    for sink in sinks:
+                        sink(rows)
+                    bar.update(len(rows))
+            bar.close()
+            entry["peer_seed"] = {
+                "rows": todo,
+                "seconds": round(time.perf_counter() - t0, 1),
+                "index_build_s": built,
+                "method": "copy",
+            }
+    else:
+        with ExitStack() as stack:
+            # Exits in reverse: the peers' indexes are built first, ctxpack's last.
+            stack.enter_context(deferred_indexes(ctx_url, ["memories"], built_ctx, work_mem))
+            for url, tables in peer_dbs:
+                stack.enter_context(deferred_indexes(url, tables, built, work_mem))
+            seed = direct_seed(
+                client,
+                ctx_url,
+                server.workdir / "data",
+                items,
+                f"ctxpack{' + peers' if sinks else ''}: seed to {n:,} (COPY)",
+                sinks,
+                pool,
+            )
+        seed["index_build_s"] = built_ctx
+        seed["seconds_with_index_builds"] = round(time.perf_counter() - t_seed, 1)
+        if live:
+            entry["peer_seed"] = {
+                "rows": todo,
+                "seconds": seed["peer_write_seconds"],
+                "index_build_s": built,
+                "method": "copy",
+                "with": "ctxpack's bulk load (one pass: embed, COPY, peers' COPY)",
+            }
+    for sink in sinks:
+        sink.check()
+        sink.close()
+    log(f"seeded: {seed}; {entry.get('peer_seed')}")
+    return seed
+
+
+def growth_ratio(sizes: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Context p50 at the largest measured size against 100k (or the next smaller size
+    measured), the ratio the 1M target is stated in (≤ 1.2×)."""
+    done = [s for s in sizes if not s.get("skipped") and "context_c1" in s.get("ctxpack", {})]
+    if len(done) < 2:
+        return None
+    big = done[-1]
+    base = next((s for s in done if s["n"] == 100_000 and s is not big), done[-2])
+    a = base["ctxpack"]["context_c1"]["p50_ms"]
+    b = big["ctxpack"]["context_c1"]["p50_ms"]
+    return {
+        "from_n": base["n"],
+        "to_n": big["n"],
+        "from_p50_ms": a,
+        "to_p50_ms": b,
+        "ratio": round(b / a, 2) if a else None,
+        "target": "≤ 1.2" if big["n"] >= 1_000_000 else None,
+    }

@@ -50,3 +50,33 @@ def test_markdown_tables_carry_the_speed_table_and_skipped_sizes() -> None:
     assert "**Speed, 10,000 memories seeded** (10,050 stored in ctxpack, over 100 users" in text
     assert "| context / search p50 ms, c=1 | 10.0 | 5.0 | – | 0.50 | – | ≤ 10 |" in text
     assert "**Speed, 1,000,000 memories**: skipped: over budget" in text
+
+
+def test_the_scope_table_sets_ctxpack_beside_langgraph() -> None:
+    scope = {
+        "k": 24,
+        "sizes": [
+            {
+                "n": 100_000,
+                "ctxpack": {"p50_ms": 30.0, "p99_ms": 60.0, "mean_hits": 20.0},
+                "langgraph": {"p50_ms": 15.0, "p99_ms": 30.0, "mean_hits": 24.0},
+            }
+        ],
+    }
+    text = "\n".join(markdown_tables({"speed": {"scope": scope}}))
+    assert "**Scope scaling** (one namespace holding N memories" in text
+    assert "| 100,000 | 30.0 | 60.0 | 15.0 | 30.0 | 0.50 | 20.0 | 24.0 |" in text
+
+
+def test_growth_and_reused_vectors_are_said() -> None:
+    big = dict(SIZE, n=1_000_000, mem0_skipped="mem0 left out")
+    big["ctxpack"] = dict(
+        SIZE["ctxpack"],
+        seed={"method": "copy", "vectors_reused": 900_000, "seed_method": "reused vectors: x"},
+    )
+    growth = {"from_n": 100_000, "to_n": 1_000_000, "from_p50_ms": 10.0, "to_p50_ms": 11.0}
+    growth |= {"ratio": 1.1, "target": "≤ 1.2"}
+    text = "\n".join(markdown_tables({"speed": {"sizes": [big], "growth": growth}}))
+    assert "Vectors at this size: reused vectors: x." in text
+    assert "mem0: mem0 left out." in text
+    assert "at 1,000,000 memories against 10.00 ms at 100,000: ×1.10 (target ≤ 1.2)." in text
