@@ -105,7 +105,7 @@ async def store_artifact(
         PayloadTooLarge: a body over ``max_scanned_bytes`` as compact JSON (413).
     """
     caller.require("write")
-    ctx.namespace = req.namespace
+    ctx.namespace = parse_namespace(req.namespace)
     ctx.request = {"namespace": req.namespace, "project": req.project}
     caller.check_namespace(req.namespace)
     check_identifiers({"project": req.project})

@@ -320,6 +320,10 @@ async def assemble(
         for k, c in enumerate(m.tool_calls or []):
             identifiers[f"messages.{n}.tool_calls.{k}.id"] = c.id
             identifiers[f"messages.{n}.tool_calls.{k}.function.name"] = c.function.name
+    if req.memory is not None:
+        # the pack's namespace (domain/namespaces.py:parse_namespace refuses it there too,
+        # but a pack cut for room never gets that far)
+        identifiers["memory.namespace"] = req.memory.namespace
     check_identifiers(identifiers)
     ctx.request = {
         "budget_tokens": req.budget_tokens,

@@ -31,6 +31,7 @@ from service.domain import ranking, wake
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.facets import FACET_TITLES, FACETS, INTENT_FACETS, WAKE_FACETS, facet_of
+from service.domain.namespaces import parse_namespace
 from service.domain.pack_markdown import (
     RenderedPack,
     count_noun,
@@ -320,7 +321,7 @@ async def compile_context(
             ``namespace_access_denied``) or the project (403 ``Project access denied``).
     """
     caller.require("read")
-    ctx.namespace = req.namespace
+    ctx.namespace = parse_namespace(req.namespace)
     limit = req.limit or ranking.DEFAULT_LIMITS[req.layer]
     # Scope first, content after: a key refused here costs no text work, and its failed
     # call's audit row holds no goal.

@@ -7,43 +7,25 @@ a prefix ``u:s`` covers ``u:s`` and everything under it, and nothing above it.
 
 from __future__ import annotations
 
-import re
-
 from service.domain.redaction.fields import check_identifiers
-from service.errors import InvalidInput
-
-SEGMENT = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
-MAX_DEPTH = 3
-SUBTREE = "*"
+from service.schemas.namespaces import SUBTREE, check_grammar
 
 
 def parse_namespace(value: str, field: str = "namespace", *, refuse_secrets: bool = True) -> str:
-    """Validate ``value`` as ``user[:session[:task]]`` and return it unchanged.
+    """Validate ``value`` as ``user[:session[:task]]`` (``schemas/namespaces.py``, the
+    grammar the request models check) and return it unchanged.
 
     A namespace is an identifier (it scopes reads, and a 403 names it): one in which the
     detector finds a secret (``alice:AKIA...``) is refused, never rewritten, like ``project``
-    and ``agent_id`` (``redaction.fields.check_identifiers``). ``refuse_secrets=False``
-    only to erase a namespace stored before that check.
+    and ``agent_id`` (``redaction.fields.check_identifiers``). Every domain call that takes a
+    namespace from a request passes it through here before it names it anywhere (an audit
+    row, a 403). ``refuse_secrets=False`` only to erase a namespace stored before that check.
 
     Raises:
-        InvalidInput: naming ``field``, when a segment is empty, too long, has characters
-            outside ``[A-Za-z0-9_.-]``, or there are more than three segments; or when the
-            namespace holds a secret.
+        InvalidInput: naming ``field``, when the grammar refuses it, or when the namespace
+            holds a secret.
     """
-    if not isinstance(value, str) or not value:
-        raise InvalidInput(field, "namespace is required: user[:session[:task]]")
-    parts = value.split(":")
-    if len(parts) > MAX_DEPTH:
-        raise InvalidInput(
-            field, f"namespace has {len(parts)} segments; at most 3 (user[:session[:task]])"
-        )
-    for part in parts:
-        if not SEGMENT.fullmatch(part):
-            raise InvalidInput(
-                field,
-                "each namespace segment must be 1-64 characters of [A-Za-z0-9_.-] "
-                "(no empty segments, no leading or trailing colon)",
-            )
+    check_grammar(value, field)
     if refuse_secrets:
         check_identifiers({field: value})
     return value

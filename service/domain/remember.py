@@ -45,6 +45,7 @@ from service.domain import audit as audit_service
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.facets import facet_of
+from service.domain.namespaces import parse_namespace
 from service.domain.write_pipeline import WritePipeline
 from service.domain.write_pipeline import content_hash as content_hash
 from service.domain.writes.apply import store_items
@@ -99,7 +100,7 @@ async def remember(
         PermissionDenied: namespace or project outside the key's reach (403).
     """
     caller.require("write")
-    ctx.namespace = req.namespace
+    ctx.namespace = parse_namespace(req.namespace)
     item = await asyncio.to_thread(
         prepare, 0, req, caller, settings, WritePipeline.for_settings(settings), ""
     )

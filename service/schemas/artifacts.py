@@ -8,9 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from service.domain.namespaces import parse_namespace
-from service.errors import InvalidInput
 from service.schemas.common import finite_json
+from service.schemas.namespaces import namespace_field
 
 SLUG = r"^[A-Za-z0-9_.\-]{1,128}$"
 
@@ -38,10 +37,7 @@ class ArtifactCreate(BaseModel):
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
-        try:
-            return parse_namespace(value)
-        except InvalidInput as exc:
-            raise ValueError(exc.message) from None
+        return namespace_field(value)
 
     @field_validator("body")
     @classmethod

@@ -9,8 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from service.domain.namespaces import parse_namespace
-from service.errors import InvalidInput
+from service.schemas.namespaces import namespace_field
 
 Intent = Literal["build", "plan", "ideate", "research", "debug", "decide", "learn", "general"]
 Layer = Literal["recall", "wake", "deep_search"]
@@ -133,10 +132,7 @@ class ContextRequest(BaseModel):
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
-        try:
-            return parse_namespace(value)
-        except InvalidInput as exc:
-            raise ValueError(exc.message) from None
+        return namespace_field(value)
 
     @field_validator("limit")
     @classmethod

@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from service.domain.namespaces import parse_namespace
 from service.schemas.common import finite_json
+from service.schemas.namespaces import namespace_field
 
 MemoryType = Literal[
     "decision",
@@ -56,15 +56,6 @@ def check_key(value: str) -> str:
             "key must not contain Unicode format characters (bidi overrides, zero-width)"
         )
     return value
-
-
-def _check_namespace(value: str) -> str:
-    from service.errors import InvalidInput
-
-    try:
-        return parse_namespace(value)
-    except InvalidInput as exc:
-        raise ValueError(exc.message) from None
 
 
 def _check_tags(value: list[str]) -> list[str]:
@@ -151,7 +142,7 @@ class RememberRequest(BaseModel):
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
-        return _check_namespace(value)
+        return namespace_field(value)
 
     @field_validator("valid_at", "expires_at")
     @classmethod

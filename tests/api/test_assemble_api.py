@@ -266,3 +266,22 @@ async def test_reach_and_scope(client: httpx.AsyncClient, key: Key, make_key: Ke
         "/v1/assemble", json={"budget_tokens": 2000, "user_message": "go"}, headers=writer.headers
     )
     assert denied.status_code == 403
+
+
+async def test_a_memory_namespace_holding_a_secret_is_refused_even_when_cut(
+    client: httpx.AsyncClient, key: Key
+) -> None:
+    aws = "AKIA" + "Z9" * 8
+    for budget in (2000, 64):  # 64: no room for the pack, which is dropped
+        refused = await client.post(
+            "/v1/assemble",
+            json={
+                "budget_tokens": budget,
+                "user_message": "go",
+                "memory": {"goal": "refresh tokens", "namespace": f"alice:{aws}"},
+            },
+            headers=key.headers,
+        )
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"]["field"] == "memory.namespace"
+        assert aws not in refused.text

@@ -40,6 +40,7 @@ from service.schemas.audit import (
     AuditPage,
     AuditQuery,
 )
+from service.schemas.namespaces import SUBTREE
 from service.store import models
 from service.store.audit import AuditFilter, AuditRepository
 from service.store.memories import MemoryRepository
@@ -79,10 +80,10 @@ def visibility(caller: Caller) -> AuditFilter:
 
 
 def _namespace_prefix(value: str | None) -> str | None:
-    if value is None or value == namespaces.SUBTREE:
+    if value is None or value == SUBTREE:
         return None
-    if value.endswith(":" + namespaces.SUBTREE):
-        value = value[: -len(namespaces.SUBTREE) - 1]
+    if value.endswith(":" + SUBTREE):
+        value = value[: -len(SUBTREE) - 1]
     return namespaces.parse_namespace(value, "namespace")
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from service.config import Settings
 from service.domain.auth import Caller
 from service.domain.expiry import expiry_of, patched_expiry
+from service.domain.namespaces import parse_namespace
 from service.domain.redaction import merge_counts
 from service.domain.redaction.fields import check_identifiers
 from service.domain.write_gate import GateVerdict
@@ -168,7 +169,8 @@ def prepare(
     """Steps 1-3 for one item (the write pipeline, after the key's rights). Raises
     InvalidInput/permission errors; gate rejections are recorded on the item, not raised, so
     a batch can carry on."""
-    caller.check_namespace(req.namespace)
+    # A namespace holding a secret is refused before the 403 that would name it.
+    caller.check_namespace(parse_namespace(req.namespace, f"{prefix}namespace"))
     # Identifiers are checked before the project check, whose 403 names the project.
     check_identifiers(
         {
