@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 HOST ?=
 PORT ?=
 
-.PHONY: install run test test-citus test-slow fuzz load bench lint clean screenshots console-bench
+.PHONY: install run test test-citus bench-scale test-slow fuzz load bench lint clean screenshots console-bench
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), sys.version' || { echo "need Python >= 3.11 (set PYTHON=...)"; exit 1; }
@@ -34,6 +34,15 @@ test: $(STAMP)
 # Needs clang. CITUS_SRC: the Citus source dir (default ../shared/citus).
 test-citus: $(STAMP)
 	PYTHON_BIN=$(BIN)/python tools/test_citus.sh
+
+# One node against a 3-node Citus cluster at 100k memories / 1k orgs (SCALE_ARGS=--big: and 1M /
+# 10k orgs), context p50/p99, batch writes, routing share (docs/scaling.md). SCALE_STORE keeps
+# the seeded engines between runs: seed with SCALE_ARGS="--big --hnsw --seed-only" first, then
+# measure with SCALE_ARGS="--big --hnsw --measure-only" in a quiet window. Needs clang.
+SCALE_STORE ?= /var/tmp/ctxpack-scale
+SCALE_ARGS ?=
+bench-scale: $(STAMP)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m bench.scale --store $(SCALE_STORE) $(SCALE_ARGS)
 
 test-slow: $(STAMP)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/pytest -m slow -q

@@ -18,7 +18,9 @@
 - ``bench.export_memory``: peak memory of ``ctxpack export`` at growing sizes;
 - ``bench.locomo_ingest_parity``: ``ctxpack ingest`` against the LoCoMo benchmark's loader;
 - ``bench.client_speed``: the Python client's writes (keyed, batched) against a server;
-- ``bench.stats``: the one percentile definition every report uses.
+- ``bench.stats``: the one percentile definition every report uses;
+- ``bench.scale``: one node against a 3-node Citus cluster at 1k and 10k orgs: context
+  latency, batch writes, routing share, HNSW recall (``make bench-scale``).
 
 - ``bench.context_speed``: context latency and throughput over HTTP on a seeded store;
 - ``bench.phase_timings``: where a context or write call spends its time, phase by phase;

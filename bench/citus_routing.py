@@ -88,7 +88,9 @@ async def _app(url: str, **overrides: Any) -> AsyncIterator[tuple[httpx.AsyncCli
             yield client, app.state.ctx
 
 
-async def run(url: str, n_remember: int, n_context: int) -> None:
+async def run(url: str, n_remember: int, n_context: int) -> list[tuple[str, int, int, int]]:
+    """Runs the calls, prints the table and returns its rows: (phase, statements sent,
+    single-shard, multi-shard)."""
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone() is None:
             raise SystemExit("not a Citus coordinator")
@@ -123,7 +125,9 @@ async def run(url: str, n_remember: int, n_context: int) -> None:
         _reset(url)
         sent = client.statements["n"]  # type: ignore[attr-defined]
         calls = itertools.product(LAYERS, MODES, ("user-0000", "user-0001:s1"))
-        for _, (layer, mode, namespace) in zip(range(n_context // 2), itertools.cycle(calls), strict=False):
+        for _, (layer, mode, namespace) in zip(
+            range(n_context // 2), itertools.cycle(calls), strict=False
+        ):
             body = {"goal": "deploy the billing service", "namespace": namespace,
                     "layer": layer, "retrieval": mode}  # fmt: skip
             r = await client.post("/v1/context", json=body, headers=auth)
@@ -136,7 +140,9 @@ async def run(url: str, n_remember: int, n_context: int) -> None:
         _reset(url)
         sent = client.statements["n"]  # type: ignore[attr-defined]
         calls = itertools.product(LAYERS, MODES, ("user-0000", "user-0001:s1"))
-        for _, (layer, mode, namespace) in zip(range(n_context // 2), itertools.cycle(calls), strict=False):
+        for _, (layer, mode, namespace) in zip(
+            range(n_context // 2), itertools.cycle(calls), strict=False
+        ):
             body = {"goal": "deploy the billing service", "namespace": namespace,
                     "layer": layer, "retrieval": mode}  # fmt: skip
             r = await client.post("/v1/context", json=body, headers=auth)
@@ -147,7 +153,9 @@ async def run(url: str, n_remember: int, n_context: int) -> None:
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         conn.execute(f'ALTER DATABASE "{conn.info.dbname}" RESET citus.enable_stat_counters')
 
-    print(f"{'phase':<22} {'statements sent':>16} {'single-shard':>13} {'multi-shard':>12} {'routed':>8}")
+    print(
+        f"{'phase':<22} {'statements sent':>16} {'single-shard':>13} {'multi-shard':>12} {'routed':>8}"
+    )
     total_single = total_multi = 0
     for phase, sent_n, single, multi in results:
         share = single / (single + multi) if single + multi else 1.0
@@ -156,6 +164,7 @@ async def run(url: str, n_remember: int, n_context: int) -> None:
         print(f"{phase:<22} {sent_n:>16} {single:>13} {multi:>12} {share:>8.1%}")
     share = total_single / (total_single + total_multi) if total_single + total_multi else 1.0
     print(f"{'all':<22} {'':>16} {total_single:>13} {total_multi:>12} {share:>8.1%}")
+    return results
 
 
 def main() -> None:

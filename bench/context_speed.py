@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -32,6 +33,8 @@ import random
 import sys
 import time
 import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -42,7 +45,6 @@ from bench.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "bench" / "locomo"
-VECTORS = Path("/tmp/ctxpack-locomo-minilm.npy")  # LoCoMo's turns embedded once, reused
 TYPES = (
     "decision", "plan", "task", "idea", "claim", "constraint", "rule", "procedure",
     "pattern", "gotcha", "verification", "domain", "session", "episode",
@@ -68,19 +70,65 @@ def vectors(texts: list[str], cache: Path) -> Any:
     return array
 
 
-def seed(
+def locomo_texts() -> list[str]:
+    """The LoCoMo turns the seed's memories are made of (their text, the vector pool's rows)."""
+    return [f"{t['speaker']}: {t['text']}" for t in read_jsonl(DATA / "memories.jsonl")]
+
+
+def namespace_of(prefix: str, user: int, i: int, r: float, flat: bool) -> str:
+    """Where the ``i``-th memory of ``user`` lives: 40% at the user, 40% in one of three
+    sessions, 20% in one of two tasks of a session (every one at the user when ``flat``)."""
+    name = f"{prefix}u{user}"
+    if flat or r < 0.4:
+        return name
+    return f"{name}:s{i % 3}" if r < 0.8 else f"{name}:s{i % 3}:t{i % 2}"
+
+
+@contextmanager
+def deferred_indexes(database_url: str) -> Iterator[dict[str, float]]:
+    """Drop the HNSW and GIN indexes of ``memories`` for a bulk load and build them again from
+    their own definitions when it ends: one index build instead of a graph insert per row.
+    The store ends with the very indexes it had (on Citus the DDL reaches every shard).
+    Yields {index: build seconds}, filled at the end."""
+    import psycopg
+    from psycopg import sql
+
+    built: dict[str, float] = {}
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        defs = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND tablename = 'memories' AND indexdef ~ ' USING (hnsw|gin) '"
+        ).fetchall()
+        for name, _ in defs:
+            conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(name)))
+        try:
+            yield built
+        finally:
+            conn.execute("SET maintenance_work_mem = '1GB'")
+            for name, ddl in defs:
+                t0 = time.perf_counter()
+                conn.execute(ddl)
+                built[name] = round(time.perf_counter() - t0, 1)
+
+
+def seed_orgs(
     database_url: str,
-    org_id: uuid.UUID,
+    org_ids: Sequence[uuid.UUID],
     users: int,
     per_user: int,
     cache: Path,
     prefix: str,
     *,
+    seed: int = 7,
+    now: datetime | None = None,
+    relations_per_user: int = 50,
     flat: bool = False,
-) -> None:
-    """Seed ``users`` x ``per_user`` memories by COPY (the layout of the module docstring;
-    ``flat``: every memory of a user at the user's own namespace, one scope of
-    ``per_user``, as bench/scope.py measures)."""
+    defer_indexes: bool = False,
+) -> dict[str, Any]:
+    """``users`` users of ``per_user`` memories (and ``relations_per_user`` relations each)
+    in every org of ``org_ids``, by COPY. The same ``seed`` and ``now`` give the same rows
+    (ids included), so two engines can hold the same store. ``flat`` puts every memory of a
+    user in one namespace. Returns counts and seconds."""
     import numpy as np
     import psycopg
     from pgvector.psycopg import register_vector
@@ -88,71 +136,75 @@ def seed(
     sys.path.insert(0, str(ROOT))
     from service.store.bulk import copy_memories
 
-    turns = read_jsonl(DATA / "memories.jsonl")
-    texts = [f"{t['speaker']}: {t['text']}" for t in turns]
+    texts = locomo_texts()
     base = vectors(texts, cache)
-    rng = np.random.default_rng(7)
-    pick = random.Random(7)
-    now = datetime.now(UTC)
+    rng = np.random.default_rng(seed)
+    pick = random.Random(seed)
+    now = now or datetime.now(UTC)
     started = time.perf_counter()
-    with psycopg.connect(database_url) as conn:
-        register_vector(conn)
-        ids: list[list[uuid.UUID]] = []
+    ids: list[tuple[uuid.UUID, list[uuid.UUID]]] = []
 
-        def rows() -> Any:
+    def rows() -> Any:
+        for org_id in org_ids:
             for u in range(users):
                 mine: list[uuid.UUID] = []
                 for i in range(per_user):
                     j = int(rng.integers(len(texts)))
-                    r = rng.random()
-                    user = f"{prefix}u{u}"
-                    ns = (
-                        user
-                        if flat or r < 0.4
-                        else f"{user}:s{i % 3}"
-                        if r < 0.8
-                        else f"{user}:s{i % 3}:t{i % 2}"
-                    )
+                    ns = namespace_of(prefix, u, i, float(rng.random()), flat)
                     vec = base[j] + rng.normal(0, 0.02, base.shape[1]).astype(np.float32)
                     vec /= np.linalg.norm(vec)
                     when = now - timedelta(days=float(rng.random() * 90))
-                    memory_id = uuid.uuid4()
+                    memory_id = uuid.UUID(int=pick.getrandbits(128), version=4)
                     mine.append(memory_id)
                     content = texts[j]
                     yield (
                         org_id, memory_id, ns, pick.choice(TYPES), content[:80], content,
-                        hashlib.sha256(f"{content}|{u}|{i}".encode()).hexdigest(), vec,
+                        hashlib.sha256(f"{content}|{org_id}|{u}|{i}".encode()).hexdigest(), vec,
                         f"p{i % 5}" if rng.random() < 0.3 else None,
                         "agent-x" if rng.random() < 0.05 else None, when, when,
                     )  # fmt: skip
-                ids.append(mine)
+                ids.append((org_id, mine))
 
-        copy_memories(
-            conn,
-            ("org_id", "id", "namespace", "type", "name", "content", "content_hash", "embedding",
-             "project", "agent_id", "created_at", "updated_at"),
-            rows(),
-        )  # fmt: skip
-        edges: set[tuple[uuid.UUID, uuid.UUID, str]] = set()
-        with conn.cursor().copy(
-            "COPY relations (org_id, id, source_id, target_id, relationship) FROM STDIN"
-        ) as copy:
-            for mine in ids:
-                for _ in range(50):
-                    a, b = pick.sample(mine, 2)
-                    rel = pick.choice(("depends_on", "related_to", "derived_from"))
-                    if (a, b, rel) not in edges:
-                        edges.add((a, b, rel))
-                        copy.write_row((org_id, uuid.uuid4(), a, b, rel))
-        conn.commit()
-        conn.autocommit = True
+    columns = ("org_id", "id", "namespace", "type", "name", "content", "content_hash",
+               "embedding", "project", "agent_id", "created_at", "updated_at")  # fmt: skip
+    built: dict[str, float] = {}
+    with contextlib.ExitStack() as stack:
+        if defer_indexes:
+            built = stack.enter_context(deferred_indexes(database_url))
+        with psycopg.connect(database_url) as conn:
+            register_vector(conn)
+            written = copy_memories(conn, columns, rows())
+            edges: set[tuple[uuid.UUID, uuid.UUID, str]] = set()
+            with conn.cursor().copy(
+                "COPY relations (org_id, id, source_id, target_id, relationship) FROM STDIN"
+            ) as copy:
+                for org_id, mine in ids:
+                    for _ in range(relations_per_user if len(mine) > 1 else 0):
+                        a, b = pick.sample(mine, 2)
+                        rel = pick.choice(("depends_on", "related_to", "derived_from"))
+                        if (a, b, rel) not in edges:
+                            edges.add((a, b, rel))
+                            copy.write_row((org_id, uuid.uuid4(), a, b, rel))
+            conn.commit()
+        copied = time.perf_counter() - started
+    with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE memories")
         conn.execute("ANALYZE relations")
+    seconds = time.perf_counter() - started
     print(
-        f"seeded {users * per_user} memories, {len(edges)} relations in "
-        f"{time.perf_counter() - started:.0f} s",
+        f"seeded {written} memories, {len(edges)} relations in {seconds:.0f} s",
         flush=True,
     )
+    return {
+        "memories": written, "relations": len(edges), "copy_s": round(copied, 1),
+        "index_build_s": built, "seconds": round(seconds, 1),
+    }  # fmt: skip
+
+
+def seed(
+    database_url: str, org_id: uuid.UUID, users: int, per_user: int, cache: Path, prefix: str
+) -> None:
+    seed_orgs(database_url, [org_id], users, per_user, cache, prefix)
 
 
 async def measure(
@@ -219,7 +271,7 @@ def main() -> int:
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--per-user", type=int, default=100)
     parser.add_argument("--prefix", default="speed-", help="namespace prefix of the seeded users")
-    parser.add_argument("--vectors", type=Path, default=VECTORS)
+    parser.add_argument("--vectors", type=Path, default=Path("/tmp/ctxpack-locomo-minilm.npy"))
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--modes", default="hybrid,lexical")

@@ -4,8 +4,8 @@ LangGraph's search over the same namespace, on databases of their own (``bench_c
 of their own.
 
 Each scope is one user's namespace (``scope<N>-u0``) seeded by bench/context_speed.py's
-``seed`` with ``flat=True``: LoCoMo turns as text, their MiniLM vectors (embedded once,
-cached in ``context_speed.VECTORS``) plus a little noise, by COPY. LangGraph gets the very
+``seed_orgs`` with ``flat=True``: LoCoMo turns as text, their MiniLM vectors (embedded once,
+cached in ``VECTORS``) plus a little noise, by COPY. LangGraph gets the very
 rows and vectors (``PeerCopy``), keyed by ctxpack's memory id. Both are asked LoCoMo's
 questions at that namespace, one call at a time: ctxpack over HTTP with its default
 retrieval (hybrid), as the other speed rows; LangGraph in process, ``store.search`` with the
@@ -27,6 +27,7 @@ from bench.seeding import PeerCopy, deferred_indexes, namespace_rows
 
 CTXPACK_SCOPE_DB = "bench_ctxpack_scope"
 LANGGRAPH_SCOPE_DB = "bench_langgraph_scope"
+VECTORS = Path("/tmp/ctxpack-locomo-minilm.npy")  # LoCoMo's turns embedded once (context_speed's)
 
 
 def scope_namespace(n: int) -> str:
@@ -65,12 +66,10 @@ def measure_scopes(
     out: list[dict[str, Any]] = []
     for n in args.scope_list:
         ns = scope_namespace(n)
-        built: dict[str, float] = {}
-        with deferred_indexes(ctx_url, ["memories"], built, f"{max(1024, n // 250)}MB"):
-            context_speed.seed(
-                ctx_url, org_id, 1, n, Path(context_speed.VECTORS), f"scope{n}-", flat=True
-            )
-        entry: dict[str, Any] = {"n": n, "namespace": ns, "index_build_s": built}
+        seeded = context_speed.seed_orgs(
+            ctx_url, [org_id], 1, n, VECTORS, f"scope{n}-", flat=True, defer_indexes=True
+        )
+        entry: dict[str, Any] = {"n": n, "namespace": ns, "seed": seeded}
         if lg_peer is not None:
             sink = PeerCopy(lg_peer)
             with deferred_indexes(lg_peer.url, ["store", "store_vectors"], {}):

