@@ -67,7 +67,15 @@ def measure_scopes(
     for n in args.scope_list:
         ns = scope_namespace(n)
         seeded = context_speed.seed_orgs(
-            ctx_url, [org_id], 1, n, VECTORS, f"scope{n}-", flat=True, defer_indexes=True
+            ctx_url,
+            [org_id],
+            1,
+            n,
+            VECTORS,
+            f"scope{n}-",
+            seed=n,  # the seed gives the row ids: one per scope, so the scopes never collide
+            flat=True,
+            defer_indexes=True,
         )
         entry: dict[str, Any] = {"n": n, "namespace": ns, "seed": seeded}
         if lg_peer is not None:
