@@ -54,7 +54,7 @@ fuzz: $(STAMP)
 	for i in $$(seq $(FUZZ_RUNS)); do \
 		CTXPACK_HYPOTHESIS_PROFILE=fuzz HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/pytest -q \
 			-p no:cacheprovider tests/domain/redaction/test_engine.py tests/domain/test_write_gate.py \
-			tests/mcp/test_mcp_limits.py || exit 1; \
+			tests/mcp/test_limits.py || exit 1; \
 	done
 
 # Load: `ctxpack serve` (real model, embedded Postgres in LOAD_DIR, kept between runs so the

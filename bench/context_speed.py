@@ -85,11 +85,13 @@ def namespace_of(prefix: str, user: int, i: int, r: float, flat: bool) -> str:
 
 
 @contextmanager
-def deferred_indexes(database_url: str) -> Iterator[dict[str, float]]:
+def deferred_indexes(database_url: str, memory: str = "1GB") -> Iterator[dict[str, float]]:
     """Drop the HNSW and GIN indexes of ``memories`` for a bulk load and build them again from
     their own definitions when it ends: one index build instead of a graph insert per row.
     The store ends with the very indexes it had (on Citus the DDL reaches every shard).
-    Yields {index: build seconds}, filled at the end."""
+    ``memory`` is the builds' ``maintenance_work_mem`` (an HNSW graph that outgrows it is
+    finished by slow inserts; 1M MiniLM vectors outgrow 1GB). Yields {index: build
+    seconds}, filled at the end."""
     import psycopg
     from psycopg import sql
 
@@ -104,7 +106,7 @@ def deferred_indexes(database_url: str) -> Iterator[dict[str, float]]:
         try:
             yield built
         finally:
-            conn.execute("SET maintenance_work_mem = '1GB'")
+            conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(memory)))
             for name, ddl in defs:
                 t0 = time.perf_counter()
                 conn.execute(ddl)
@@ -124,6 +126,7 @@ def seed_orgs(
     relations_per_user: int = 50,
     flat: bool = False,
     defer_indexes: bool = False,
+    index_memory: str = "1GB",
 ) -> dict[str, Any]:
     """``users`` users of ``per_user`` memories (and ``relations_per_user`` relations each)
     in every org of ``org_ids``, by COPY. The same ``seed`` and ``now`` give the same rows
@@ -170,7 +173,7 @@ def seed_orgs(
     built: dict[str, float] = {}
     with contextlib.ExitStack() as stack:
         if defer_indexes:
-            built = stack.enter_context(deferred_indexes(database_url))
+            built = stack.enter_context(deferred_indexes(database_url, index_memory))
         with psycopg.connect(database_url) as conn:
             register_vector(conn)
             written = copy_memories(conn, columns, rows())

@@ -408,7 +408,7 @@ def seed_database(
     info = context_speed.seed_orgs(
         libpq_url(url), [uuid.UUID(o["org_id"]) for o in keys], users, per_user, vectors, PREFIX,
         now=datetime.fromisoformat(manifest["now"]), relations_per_user=per_user // 2,
-        flat=flat, defer_indexes=True,
+        flat=flat, defer_indexes=True, index_memory="4GB",
     )  # fmt: skip
     info["orgs_s"] = round(org_seconds, 1)
     print(f"  {engine} {database}: orgs and keys {org_seconds:.1f} s, {info}", flush=True)

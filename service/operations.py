@@ -32,10 +32,12 @@ from service.domain import tool_results as tool_result_service
 from service.domain.audit import AuditAction, AuditContext
 from service.domain.auth import Caller
 from service.schemas.artifacts import (
+    ArtifactCreate,
     ArtifactCreated,
     ArtifactDeleted,
     ArtifactFields,
     ArtifactQuery,
+    ArtifactRef,
 )
 from service.schemas.assemble import AssembleRequest, AssembleResponse
 from service.schemas.audit import ReplayResponse
@@ -47,6 +49,7 @@ from service.schemas.memories import (
     MemoryPage,
     MemoryQuery,
     MemoryRef,
+    RememberBatchRequest,
     RememberBatchResponse,
     RememberRequest,
     RememberResponse,
@@ -96,14 +99,37 @@ class Operation(Generic[Req, Out]):
     request: type[Req] | None = None
     call: DomainCall[Req, Out] | None = None
 
+    async def answer(
+        self, res: Resources, session: AsyncSession, caller: Caller, ctx: AuditContext, request: Req
+    ) -> Out:
+        """Answer ``request`` with the operation's domain call, in the unit of work and audit
+        context the face opened through the call runner. Every face reaches an operation
+        that declares a call this way (the HTTP routes, the MCP local backend, the
+        console), never by calling the domain function itself (tests/test_operations.py)."""
+        if self.call is None:
+            raise TypeError(f"operation {self.name!r} declares no domain call")
+        return await self.call(res, session, caller, ctx, request)
 
-# --- the domain calls of the operations the MCP backends run -----------------------------------
+
+# --- the domain calls of the operations (those the MCP backends run, and others) ---------------
 
 
 async def _remember(
     res: Resources, session: AsyncSession, caller: Caller, ctx: AuditContext, req: RememberRequest
 ) -> RememberResponse:
     return await remember_service.remember(session, res.embedder, res.settings, caller, req, ctx)
+
+
+async def _remember_batch(
+    res: Resources,
+    session: AsyncSession,
+    caller: Caller,
+    ctx: AuditContext,
+    req: RememberBatchRequest,
+) -> RememberBatchResponse:
+    return await remember_service.remember_batch(
+        session, res.embedder, res.settings, caller, req, ctx
+    )
 
 
 async def _context(
@@ -123,6 +149,12 @@ async def _list_memories(
     )
 
 
+async def _get_memory(
+    res: Resources, session: AsyncSession, caller: Caller, ctx: AuditContext, ref: MemoryRef
+) -> MemoryOut:
+    return await memory_service.get_memory(session, caller, ref.memory_id, ctx)
+
+
 async def _forget(
     res: Resources, session: AsyncSession, caller: Caller, ctx: AuditContext, ref: MemoryRef
 ) -> DeleteResponse:
@@ -133,6 +165,20 @@ async def _erase_namespace(
     res: Resources, session: AsyncSession, caller: Caller, ctx: AuditContext, ref: NamespaceRef
 ) -> EraseReceipt:
     return await erase_service.erase_namespace(session, caller, ref.namespace, ctx)
+
+
+async def _store_artifact(
+    res: Resources, session: AsyncSession, caller: Caller, ctx: AuditContext, req: ArtifactCreate
+) -> ArtifactCreated:
+    return await artifact_service.store_artifact(
+        session, res.embedder, caller, ctx, req, res.settings.max_scanned_bytes
+    )
+
+
+async def _delete_artifact(
+    res: Resources, session: AsyncSession, caller: Caller, ctx: AuditContext, ref: ArtifactRef
+) -> ArtifactDeleted:
+    return await artifact_service.delete_artifact(session, caller, ctx, ref.artifact_id)
 
 
 async def _recall_artifact(
@@ -165,9 +211,9 @@ async def _assemble(
 REMEMBER = Operation("remember", AuditAction.REMEMBER, RememberResponse,
                      "POST /v1/remember", idempotent=True,
                      request=RememberRequest, call=_remember)
-REMEMBER_BATCH: Operation[Any, RememberBatchResponse] = Operation(
-    "remember_batch", AuditAction.REMEMBER_BATCH, RememberBatchResponse,
-    "POST /v1/remember/batch", idempotent=True)
+REMEMBER_BATCH = Operation("remember_batch", AuditAction.REMEMBER_BATCH, RememberBatchResponse,
+                           "POST /v1/remember/batch", idempotent=True,
+                           request=RememberBatchRequest, call=_remember_batch)
 CONTEXT = Operation("context", AuditAction.CONTEXT, ContextResponse, "POST /v1/context",
                     pool="pack", read_only=True, idempotent=True,
                     request=ContextRequest, call=_context)
@@ -177,9 +223,9 @@ WAKE = Operation("wake", AuditAction.CONTEXT, ContextResponse, "POST /v1/context
 LIST_MEMORIES = Operation("list_memories", AuditAction.LIST, MemoryPage, "GET /v1/memories",
                           pool="read", read_only=True, idempotent=True,
                           request=MemoryQuery, call=_list_memories)
-GET_MEMORY: Operation[Any, MemoryOut] = Operation(
-    "get_memory", AuditAction.MEMORY_GET, MemoryOut, "GET /v1/memories/{memory_id}",
-    read_only=True, idempotent=True)
+GET_MEMORY = Operation("get_memory", AuditAction.MEMORY_GET, MemoryOut,
+                       "GET /v1/memories/{memory_id}", read_only=True, idempotent=True,
+                       request=MemoryRef, call=_get_memory)
 UPDATE_MEMORY: Operation[Any, MemoryOut] = Operation(
     "update_memory", AuditAction.MEMORY_UPDATE, MemoryOut, "PATCH /v1/memories/{memory_id}")
 FORGET = Operation("forget", AuditAction.DELETE, DeleteResponse,
@@ -188,14 +234,14 @@ FORGET = Operation("forget", AuditAction.DELETE, DeleteResponse,
 ERASE_NAMESPACE = Operation("erase_namespace", AuditAction.ERASE, EraseReceipt,
                             "DELETE /v1/namespaces/{namespace}", destructive=True,
                             idempotent=True, request=NamespaceRef, call=_erase_namespace)
-STORE_ARTIFACT: Operation[Any, ArtifactCreated] = Operation(
-    "store_artifact", AuditAction.ARTIFACT, ArtifactCreated, "POST /v1/artifacts")
+STORE_ARTIFACT = Operation("store_artifact", AuditAction.ARTIFACT, ArtifactCreated,
+                           "POST /v1/artifacts", request=ArtifactCreate, call=_store_artifact)
 RECALL_ARTIFACT = Operation("recall_artifact", AuditAction.ARTIFACT, ArtifactFields,
                             "GET /v1/artifacts/{artifact_id}", read_only=True, idempotent=True,
                             request=ArtifactQuery, call=_recall_artifact)
-DELETE_ARTIFACT: Operation[Any, ArtifactDeleted] = Operation(
-    "delete_artifact", AuditAction.ARTIFACT, ArtifactDeleted,
-    "DELETE /v1/artifacts/{artifact_id}", destructive=True, idempotent=True)
+DELETE_ARTIFACT = Operation("delete_artifact", AuditAction.ARTIFACT, ArtifactDeleted,
+                            "DELETE /v1/artifacts/{artifact_id}", destructive=True,
+                            idempotent=True, request=ArtifactRef, call=_delete_artifact)
 REPLAY: Operation[Any, ReplayResponse] = Operation(
     "replay", AuditAction.REPLAY, ReplayResponse, "POST /v1/audit/{audit_id}/replay",
     pool="pack", read_only=True)

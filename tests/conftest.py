@@ -8,17 +8,23 @@ test would hide the concurrency and crash behaviour some tests exercise.)
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
 from hypothesis import settings as hypothesis_settings
+from mcp import Client
+from sqlalchemy import insert, text
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -26,7 +32,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from service.app import create_app
 from service.config import Settings
 from service.domain import keys as key_service
+from service.domain.remember import document_text
 from service.embedding.fake import FakeEmbedder
+from service.mcp.backends import LocalBackend, bearer_key
+from service.mcp.server import build_server
 from service.store.database import (
     _with_database,
     create_engine,
@@ -35,6 +44,7 @@ from service.store.database import (
     start_embedded,
     upgrade,
 )
+from service.store.models import Memory, Relation
 
 # Property tests: `make test` (and CI) draw the same examples every run, so a red build
 # always reproduces; `make fuzz` draws fresh random ones each run to hunt new failures
@@ -173,3 +183,160 @@ async def session_factory(pg_url: str, settings: Settings) -> AsyncIterator[obje
     engine = create_engine(pg_url, settings)
     yield make_sessionmaker(engine)
     await engine.dispose()
+
+
+# --- apps with settings of their own, MCP clients, SQL (the hardening suites' fixtures, used
+# across the suite) ----------------------------------------------------------------------------
+
+AppFactory = Callable[..., AbstractAsyncContextManager[httpx.AsyncClient]]
+
+
+@pytest.fixture
+def app_with(pg_url: str) -> AppFactory:
+    """``async with app_with(**settings) as client``: a fresh app on the test database with
+    those settings overridden, running its lifespan, and a client of it (``client.app``)."""
+
+    @asynccontextmanager
+    async def open_app(**overrides: Any) -> AsyncIterator[httpx.AsyncClient]:
+        settings = make_settings(pg_url, audit_prune_interval_seconds=0, **overrides)
+        application = create_app(settings, embedder=FakeEmbedder(), database_url=pg_url)
+        async with application.router.lifespan_context(application):
+            transport = httpx.ASGITransport(app=application)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+                client.app = application  # type: ignore[attr-defined]
+                yield client
+
+    return open_app
+
+
+McpConnect = Callable[[Key], AbstractAsyncContextManager[Client]]
+
+
+@pytest.fixture
+def mcp_connect(app: FastAPI) -> McpConnect:
+    """``async with mcp_connect(key) as client``: an in-memory MCP client acting as ``key``.
+    Open it inside the test: its task group must be left in the task that entered it."""
+    state = app.state.ctx
+
+    @asynccontextmanager
+    async def open_client(key: Key) -> AsyncIterator[Client]:
+        server = build_server(LocalBackend(state, bearer_key(key.key)))
+        async with Client(server, raise_exceptions=True) as client:
+            yield client
+
+    return open_client
+
+
+SqlRows = Callable[..., Awaitable[list[Any]]]
+
+
+@pytest.fixture
+def sql(app: FastAPI) -> SqlRows:
+    """``await sql("SELECT ...", **params)``: rows of a query on the test database."""
+
+    async def run(query: str, **params: Any) -> list[Any]:
+        async with app.state.ctx.sessionmaker() as session:
+            return list((await session.execute(text(query), params)).all())
+
+    return run
+
+
+def org_of(key: Key) -> uuid.UUID:
+    return key.org_id
+
+
+# --- seeding: memories and relations written straight through the models, so a test controls
+# every column (created_at, superseded_by, agent_id...) and embeddings come from the same fake
+# embedder the app uses (over ``document_text(name, content)``, as remember does) -------------
+
+_FAKE = FakeEmbedder()
+BASE_TIME = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class Seeder:
+    """Writes memories and relations into one org."""
+
+    def __init__(self, app: FastAPI, org_id: uuid.UUID) -> None:
+        self.app = app
+        self.org_id = org_id
+        self._tick = 0
+
+    async def add(
+        self,
+        content: str,
+        *,
+        namespace: str = "alice",
+        type: str = "decision",
+        name: str | None = None,
+        project: str | None = None,
+        agent_id: str | None = None,
+        domain: str | None = None,
+        source: str | None = None,
+        created_at: datetime | None = None,
+        superseded_by: uuid.UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        valid_at: datetime | None = None,
+    ) -> uuid.UUID:
+        """Store one memory; without ``created_at`` each one is a minute newer than the last."""
+        self._tick += 1
+        memory_id = uuid.uuid4()
+        title = name or content.split(".")[0][:80]
+        when = created_at or BASE_TIME + timedelta(minutes=self._tick)
+        async with self.app.state.ctx.sessionmaker() as session:
+            await session.execute(
+                insert(Memory).values(
+                    org_id=self.org_id,
+                    id=memory_id,
+                    namespace=namespace,
+                    type=type,
+                    name=title,
+                    content=content,
+                    content_hash=hashlib.sha256(f"{content}{memory_id}".encode()).hexdigest(),
+                    embedding=_FAKE.embed_documents([document_text(title, content)])[0],
+                    project=project,
+                    agent_id=agent_id,
+                    domain=domain,
+                    source=source,
+                    created_at=when,
+                    updated_at=when,
+                    superseded_by=superseded_by,
+                    valid_at=valid_at,
+                    meta=metadata or {},
+                )
+            )
+            await session.commit()
+        return memory_id
+
+    async def relate(
+        self, source: uuid.UUID, target: uuid.UUID, relationship: str = "depends_on"
+    ) -> None:
+        async with self.app.state.ctx.sessionmaker() as session:
+            await session.execute(
+                insert(Relation).values(
+                    org_id=self.org_id,
+                    id=uuid.uuid4(),
+                    source_id=source,
+                    target_id=target,
+                    relationship=relationship,
+                )
+            )
+            await session.commit()
+
+
+SeederFactory = Callable[[Key], Awaitable[Seeder]]
+
+
+@pytest.fixture
+async def seed(app: FastAPI, key: Key) -> Seeder:
+    """A seeder in the org of ``key``."""
+    return Seeder(app, key.org_id)
+
+
+@pytest.fixture
+def seeder_for(app: FastAPI) -> Callable[[Key], Seeder]:
+    """``seeder_for(other_key)``: a seeder in another key's org."""
+
+    def factory(k: Key) -> Seeder:
+        return Seeder(app, k.org_id)
+
+    return factory

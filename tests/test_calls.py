@@ -19,10 +19,7 @@ from service.domain.auth import Caller
 from service.embedding.fake import FakeEmbedder
 from service.errors import AuthenticationError, GateRejected, InvalidInput, NotFound
 from service.resources import Resources
-from tests.conftest import Key, KeyFactory, make_settings
-from tests.hardening.conftest import AppFactory, SqlRows
-from tests.hardening.conftest import app_with as app_with  # the fixture
-from tests.hardening.conftest import sql as sql  # the fixture
+from tests.conftest import AppFactory, Key, KeyFactory, SqlRows, make_settings
 
 
 def _runner(app: FastAPI) -> CallRunner:
@@ -146,7 +143,7 @@ async def test_a_rate_limit_row_names_the_face_it_came_through(
     """Every face is admitted by the runner, and its refusal row says which face it was
     (the runner labelled every one ``http``)."""
     from tests.console.conftest import csrf_of
-    from tests.mcp.test_mcp_http_asgi import HEADERS, INIT
+    from tests.mcp.test_http import HEADERS, INIT
 
     key = await make_key()
     settings = make_settings(pg_url, rate_limit_per_minute=1, rate_limit_burst=1,

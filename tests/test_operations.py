@@ -58,8 +58,8 @@ def test_the_console_runs_only_declared_operations() -> None:
 
 
 def _runs(fn: object, through: str) -> set[str]:
-    """The operations ``fn``'s source runs through ``self.<through>(...)`` or
-    ``calls.run(...)``: the names after ``operations.``."""
+    """The operations ``fn``'s source runs through ``<through>(...)`` (a pattern:
+    ``calls.run(...)``, ``calls.call(...)``): the names after ``operations.``."""
     import inspect
 
     source = inspect.getsource(fn)  # type: ignore[arg-type]
@@ -123,6 +123,130 @@ def test_each_console_page_declares_the_operation_it_runs() -> None:
     declared = dict(pages._PAGE_OPERATIONS)
     assert declared
     for page, op in declared.items():
-        ran = {getattr(operations, n) for n in _runs(page, "calls.run")}
+        ran = {getattr(operations, n) for n in _runs(page, r"calls\.(?:run|call)")}
         assert ran <= {op}, page.__name__
         assert ran, f"{page.__name__} declares {op.name} and runs nothing"
+
+
+def _domain_targets(fn: object) -> set[object]:
+    """The functions ``fn`` (an operation's ``call``) awaits: ``module.function(...)``
+    resolved in ``fn``'s module."""
+    import ast
+    import inspect
+    import textwrap
+
+    names = fn.__globals__  # type: ignore[attr-defined]
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))  # type: ignore[arg-type]
+    return {
+        getattr(names[node.func.value.id], node.func.attr)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id in names
+    }
+
+
+def _face_calls(module: object) -> list[tuple[str, object]]:
+    """``(where, function)`` for each ``name.attr(...)`` or ``name(...)`` call in
+    ``module``'s source, resolved in its globals and its imports (inside functions too)."""
+    import ast
+    import importlib
+    import inspect
+
+    tree = ast.parse(inspect.getsource(module))  # type: ignore[arg-type]
+    names = dict(vars(module))
+    for node in ast.walk(tree):  # imports inside functions too
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            source = importlib.import_module(node.module)
+            for alias in node.names:
+                if hasattr(source, alias.name):
+                    names.setdefault(alias.asname or alias.name, getattr(source, alias.name))
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        target = None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in names:
+            target = getattr(names[func.value.id], func.attr, None)
+        elif isinstance(func, ast.Name) and func.id in names:
+            target = names[func.id]
+        if target is not None:
+            found.append((f"{module.__name__}:{node.lineno}", target))  # type: ignore[attr-defined]
+    return found
+
+
+# A face that does more than the operation takes, named with the reason.
+SPELLED_OUT = {
+    # the console's memory list searches text (``text_query``), which GET /v1/memories and
+    # the MCP tool do not take
+    ("service.console.pages", "list_memories"),
+    # PATCH and replay declare no domain call yet (their arguments are a path id plus a body)
+    ("service.api.memories", "update_memory"),
+    ("service.console.pages", "update_memory"),
+}
+
+
+def test_every_face_reaches_an_operation_through_the_table() -> None:
+    """A face (an HTTP route, the console, the MCP backends, the CLI and its lifecycle
+    commands) never calls the domain
+    function an operation declares: it runs ``Operation.answer``, so a face cannot drift
+    from the table (its action, its call, its arguments)."""
+    import importlib
+    import pkgutil
+
+    import service.api
+    import service.cli
+    import service.console
+    import service.lifecycle
+    import service.mcp
+
+    declared = {
+        target: op
+        for op in OPERATIONS.values()
+        if op.call is not None
+        for target in _domain_targets(op.call)
+    }
+    assert operations.memory_service.delete_memory in declared  # type: ignore[attr-defined]
+    assert len({op.name for op in declared.values()}) >= 12
+    modules = [
+        importlib.import_module(info.name)
+        for package in (service.api, service.console, service.mcp, service.cli, service.lifecycle)
+        for info in pkgutil.iter_modules(package.__path__, package.__name__ + ".")
+    ]
+    bad = [
+        f"{where} calls {getattr(target, '__name__', target)} ({declared[target].name})"
+        for module in modules
+        for where, target in _face_calls(module)
+        if target in declared
+        and (module.__name__, getattr(target, "__name__", "")) not in SPELLED_OUT
+    ]
+    assert bad == []
+
+
+def test_the_http_routes_open_the_audit_context_of_their_operation() -> None:
+    """Each route of a declared operation audits as that operation (``audited(op)``)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    from fastapi.routing import APIRoute
+
+    import service.api
+
+    routes: dict[str, APIRoute] = {}
+    for info in pkgutil.iter_modules(service.api.__path__, "service.api."):
+        router = getattr(importlib.import_module(info.name), "router", None)
+        for route in router.routes if router is not None else []:
+            if isinstance(route, APIRoute):
+                routes.update({f"{method} {route.path}": route for method in route.methods})
+    for op in OPERATIONS.values():
+        if not op.http or op is operations.WAKE:  # wake is POST /v1/context with layer=wake
+            continue
+        source = inspect.getsource(routes[op.http].endpoint)
+        assert f"audited(operations.{_name_of(op)})" in source, op.name
+
+
+def _name_of(op: object) -> str:
+    return next(name for name in dir(operations) if getattr(operations, name) is op)

@@ -8,14 +8,16 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, status
 
-from service.api.deps import CallerDep, EmbedderDep, SessionDep, StateDep, audited
-from service.domain import artifacts as artifact_service
-from service.domain.audit import AuditAction, AuditContext
+from service import operations
+from service.api.deps import CallerDep, SessionDep, StateDep, audited
+from service.domain.audit import AuditContext
 from service.schemas.artifacts import (
     ArtifactCreate,
     ArtifactCreated,
     ArtifactDeleted,
     ArtifactFields,
+    ArtifactQuery,
+    ArtifactRef,
 )
 from service.schemas.common import ErrorResponse
 
@@ -30,16 +32,14 @@ ERRORS = {
 }
 
 router = APIRouter(prefix="/v1", tags=["artifacts"], responses=ERRORS)  # type: ignore[arg-type]
-AuditDep = Annotated[AuditContext, Depends(audited(AuditAction.ARTIFACT))]
 
 
 @router.post("/artifacts", status_code=status.HTTP_201_CREATED, response_model=ArtifactCreated)
 async def create_artifact(
     body: ArtifactCreate,
     session: SessionDep,
-    embedder: EmbedderDep,
     caller: CallerDep,
-    ctx: AuditDep,
+    ctx: Annotated[AuditContext, Depends(audited(operations.STORE_ARTIFACT))],
     state: StateDep,
 ) -> ArtifactCreated:
     """Store a JSON artifact (an object or a list) in a namespace.
@@ -48,17 +48,16 @@ async def create_artifact(
     body; fetch what you need with GET /v1/artifacts/{artifact_id}?fields=a,b. Returns the
     id, the summary (derived from the shape when you send none), the body's size and its
     top-level keys. Secrets and PII are redacted before storing."""
-    return await artifact_service.store_artifact(
-        session, embedder, caller, ctx, body, state.settings.max_scanned_bytes
-    )
+    return await operations.STORE_ARTIFACT.answer(state, session, caller, ctx, body)
 
 
 @router.get("/artifacts/{artifact_id}", response_model=ArtifactFields)
 async def get_artifact(
     artifact_id: uuid.UUID,
     session: SessionDep,
+    state: StateDep,
     caller: CallerDep,
-    ctx: AuditDep,
+    ctx: Annotated[AuditContext, Depends(audited(operations.RECALL_ARTIFACT))],
     fields: Annotated[
         str | None,
         Query(
@@ -79,19 +78,20 @@ async def get_artifact(
 ) -> ArtifactFields:
     """Resolve an artifact's declared fields (`fields=a,b`); `missing` lists those it does
     not have. 404 when the artifact does not exist or lies outside the key's reach."""
-    return await artifact_service.read_artifact(
-        session, caller, ctx, artifact_id, fields, namespace
-    )
+    query = ArtifactQuery(artifact_id=artifact_id, fields=fields, namespace=namespace)
+    return await operations.RECALL_ARTIFACT.answer(state, session, caller, ctx, query)
 
 
 @router.delete("/artifacts/{artifact_id}", response_model=ArtifactDeleted)
 async def delete_artifact(
     artifact_id: uuid.UUID,
     session: SessionDep,
+    state: StateDep,
     caller: CallerDep,
-    ctx: AuditDep,
+    ctx: Annotated[AuditContext, Depends(audited(operations.DELETE_ARTIFACT))],
 ) -> ArtifactDeleted:
     """Erase an artifact: its body and the memory that references it in packs. Only the
     ids remain, as a tombstone in the audit trail. 404 when it does not exist or lies
     outside the key's reach; 403 when the key may read it but not write it."""
-    return await artifact_service.delete_artifact(session, caller, ctx, artifact_id)
+    ref = ArtifactRef(artifact_id=artifact_id)
+    return await operations.DELETE_ARTIFACT.answer(state, session, caller, ctx, ref)

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
+from service import operations
 from service.api.deps import (
     CallerDep,
     EmbedderDep,
@@ -19,7 +20,7 @@ from service.api.deps import (
     audited,
 )
 from service.domain import audit as audit_service
-from service.domain.audit import AuditAction, AuditContext
+from service.domain.audit import AuditContext
 from service.domain.audit import replay as audit_replay
 from service.schemas.audit import AuditEvent, AuditPage, AuditQuery, ReplayResponse
 from service.schemas.common import ErrorResponse
@@ -79,7 +80,7 @@ async def replay(
     embedder: EmbedderDep,
     state: StateDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited(AuditAction.REPLAY))],
+    ctx: Annotated[AuditContext, Depends(audited(operations.REPLAY))],
     audit_id: uuid.UUID,
 ) -> ReplayResponse:
     """Run a recorded `context` call again, with its recorded inputs, against the store as

@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from service.api.deps import CallerDep, EmbedderDep, PackSessionDep, StateDep, audited
-from service.domain import context as context_service
-from service.domain.audit import AuditAction, AuditContext
+from service import operations
+from service.api.deps import CallerDep, PackSessionDep, StateDep, audited
+from service.domain.audit import AuditContext
 from service.schemas.common import ErrorResponse
 from service.schemas.context import ContextRequest, ContextResponse
 
@@ -29,10 +29,9 @@ router = APIRouter(prefix="/v1", tags=["context"], responses=ERRORS)  # type: ig
 async def context(
     body: ContextRequest,
     session: PackSessionDep,
-    embedder: EmbedderDep,
     state: StateDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited(AuditAction.CONTEXT))],
+    ctx: Annotated[AuditContext, Depends(audited(operations.CONTEXT))],
 ) -> ContextResponse:
     """Compile the context pack for a goal: the memories that matter, grouped by facet
     (decisions, constraints, gotchas, artifacts...) with the intent's facets first.
@@ -45,6 +44,4 @@ async def context(
     `markdown_token_budget`. `layer: wake` is the session-start working set: `goal` is
     optional, nothing is gated out, and the same store gives the same bytes. Every call
     is audited (`audit_id`)."""
-    return await context_service.compile_context(
-        session, embedder, state.settings, caller, ctx, body
-    )
+    return await operations.CONTEXT.answer(state, session, caller, ctx, body)

@@ -17,9 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.api.metrics import route_template
 from service.calls import CONSISTENCY_HEADER, CallRunner, parse_bearer
-from service.domain.audit import AuditAction, AuditContext
+from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.embedding import AsyncEmbedder
+from service.operations import Operation
 from service.resources import Resources
 
 
@@ -95,13 +96,14 @@ def get_embedder(state: StateDep) -> AsyncEmbedder:
 EmbedderDep = Annotated[AsyncEmbedder, Depends(get_embedder)]
 
 
-def audited(action: AuditAction) -> Callable[..., Coroutine[Any, Any, AuditContext]]:
-    """A dependency that opens the call's audit context. On failure the error handler has
-    the call runner write the row (the call's own transaction having rolled back)."""
+def audited(operation: Operation[Any, Any]) -> Callable[..., Coroutine[Any, Any, AuditContext]]:
+    """A dependency that opens the audit context of a call of ``operation`` (its action is
+    the operation table's). On failure the error handler has the call runner write the row
+    (the call's own transaction having rolled back)."""
 
     async def dependency(request: Request, caller: CallerDep) -> AuditContext:
         started = getattr(request.state, "started", None)
-        ctx = AuditContext(action=action, caller=caller)
+        ctx = AuditContext(action=operation.action, caller=caller)
         if started is not None:
             ctx.started = started
         request.state.audit = ctx

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, status
 
+from service import operations
 from service.api.deps import (
     CallerDep,
     EmbedderDep,
@@ -16,14 +17,15 @@ from service.api.deps import (
     audited,
 )
 from service.domain import memories as memory_service
-from service.domain import remember as remember_service
-from service.domain.audit import AuditAction, AuditContext
+from service.domain.audit import AuditContext
 from service.schemas.common import ErrorResponse
 from service.schemas.memories import (
     DeleteResponse,
     MemoryOut,
     MemoryPage,
     MemoryPatch,
+    MemoryQuery,
+    MemoryRef,
     MemoryType,
     RememberBatchRequest,
     RememberBatchResponse,
@@ -46,10 +48,9 @@ router = APIRouter(prefix="/v1", tags=["memories"], responses=ERRORS)  # type: i
 async def remember(
     body: RememberRequest,
     session: SessionDep,
-    embedder: EmbedderDep,
     state: StateDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited(AuditAction.REMEMBER))],
+    ctx: Annotated[AuditContext, Depends(audited(operations.REMEMBER))],
 ) -> RememberResponse:
     """Store what a future agent should not have to relearn.
 
@@ -59,29 +60,29 @@ async def remember(
     returns the existing id with status `duplicate`; similar memories within that reach are
     listed in `near_duplicates`. A key limited to projects must name one of them (shared
     memories are read-only to it)."""
-    return await remember_service.remember(session, embedder, state.settings, caller, body, ctx)
+    return await operations.REMEMBER.answer(state, session, caller, ctx, body)
 
 
 @router.post("/remember/batch", response_model=RememberBatchResponse)
 async def remember_batch(
     body: RememberBatchRequest,
     session: SessionDep,
-    embedder: EmbedderDep,
     state: StateDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited(AuditAction.REMEMBER_BATCH))],
+    ctx: Annotated[AuditContext, Depends(audited(operations.REMEMBER_BATCH))],
 ) -> RememberBatchResponse:
     """Store up to 500 memories in one call, embedded in one batch. Each item answers
     `{index, status: created|duplicate|rejected, id | reasons}`; a rejected item never fails
     the others."""
-    return await remember_service.remember_batch(session, embedder, state.settings, caller, body, ctx)
+    return await operations.REMEMBER_BATCH.answer(state, session, caller, ctx, body)
 
 
 @router.get("/memories", response_model=MemoryPage)
 async def list_memories(
     session: ReadSessionDep,
+    state: StateDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited(AuditAction.LIST))],
+    ctx: Annotated[AuditContext, Depends(audited(operations.LIST_MEMORIES))],
     namespace: Annotated[
         str | None,
         Query(max_length=210, description="`u:s` exactly, `u:s:*` the subtree, `*` everything"),
@@ -105,21 +106,23 @@ async def list_memories(
     With `key` (and an exact `namespace`), the current memory written under that key, if any.
     With a read replica configured, the list is read there: send `X-Ctxpack-Consistency:
     primary` to read your own write at once."""
-    return await memory_service.list_memories(
-        session, caller, ctx, namespace=namespace, type_=type, project=project,
-        agent_id=agent_id, tag=tag, offset=offset, limit=limit, key=key,
+    query = MemoryQuery(
+        namespace=namespace, type=type, project=project, agent_id=agent_id, tag=tag, key=key,
+        offset=offset, limit=limit,
     )
+    return await operations.LIST_MEMORIES.answer(state, session, caller, ctx, query)
 
 
 @router.get("/memories/{memory_id}", response_model=MemoryOut)
 async def get_memory(
     memory_id: uuid.UUID,
     session: SessionDep,
+    state: StateDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited(AuditAction.MEMORY_GET))],
+    ctx: Annotated[AuditContext, Depends(audited(operations.GET_MEMORY))],
 ) -> MemoryOut:
     """One memory with its one-hop relations. 404 when it does not exist or is out of reach."""
-    return await memory_service.get_memory(session, caller, memory_id, ctx)
+    return await operations.GET_MEMORY.answer(state, session, caller, ctx, MemoryRef(memory_id=memory_id))
 
 
 @router.patch("/memories/{memory_id}", response_model=MemoryOut)
@@ -130,7 +133,7 @@ async def update_memory(
     embedder: EmbedderDep,
     state: StateDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited(AuditAction.MEMORY_UPDATE))],
+    ctx: Annotated[AuditContext, Depends(audited(operations.UPDATE_MEMORY))],
 ) -> MemoryOut:
     """Change fields of a memory; new content is redacted, gated and re-embedded."""
     return await memory_service.update_memory(
@@ -142,10 +145,11 @@ async def update_memory(
 async def delete_memory(
     memory_id: uuid.UUID,
     session: SessionDep,
+    state: StateDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited(AuditAction.DELETE))],
+    ctx: Annotated[AuditContext, Depends(audited(operations.FORGET))],
 ) -> DeleteResponse:
     """Erase a memory: content, embedding, edges, an artifact's body and its names in the
     audit trail are deleted; only its id remains, as a tombstone. 403 when the key may read
     it but not write it (a shared memory, for a key limited to projects)."""
-    return await memory_service.delete_memory(session, caller, memory_id, ctx)
+    return await operations.FORGET.answer(state, session, caller, ctx, MemoryRef(memory_id=memory_id))

@@ -7,17 +7,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
+from service import operations
 from service.api.deps import (
     CallerDep,
-    EmbedderDep,
     PackSessionDep,
     SessionDep,
     StateDep,
     audited,
 )
-from service.domain import assemble as assemble_service
-from service.domain import tool_results as tool_result_service
-from service.domain.audit import AuditAction, AuditContext
+from service.domain.audit import AuditContext
 from service.schemas.assemble import AssembleRequest, AssembleResponse
 from service.schemas.common import ErrorResponse
 from service.schemas.tool_results import ToolResultRequest, ToolResultResponse
@@ -41,9 +39,9 @@ router = APIRouter(prefix="/v1", tags=["tool results"], responses=ERRORS)  # typ
 async def tool_result(
     body: ToolResultRequest,
     session: SessionDep,
-    embedder: EmbedderDep,
+    state: StateDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited(AuditAction.TOOL_RESULT))],
+    ctx: Annotated[AuditContext, Depends(audited(operations.TOOL_RESULT))],
 ) -> ToolResultResponse:
     """Pass one tool result through the envelope before a model sees it: secrets and PII
     are redacted first, then the result is trimmed to `budget_tokens` (text keeps its head,
@@ -53,17 +51,16 @@ async def tool_result(
     Returns the OpenAI-style tool message (`role`, `tool_call_id`, `content`), the tokens
     before and after, what was cut, the redactions by label (never the value) and the
     `audit_id`. The audit row keeps sizes, counts and labels, never the content."""
-    return await tool_result_service.envelope_call(session, embedder, caller, ctx, body)
+    return await operations.TOOL_RESULT.answer(state, session, caller, ctx, body)
 
 
 @router.post("/assemble", response_model=AssembleResponse)
 async def assemble(
     body: AssembleRequest,
     session: PackSessionDep,
-    embedder: EmbedderDep,
     state: StateDep,
     caller: CallerDep,
-    ctx: Annotated[AuditContext, Depends(audited(AuditAction.ASSEMBLE))],
+    ctx: Annotated[AuditContext, Depends(audited(operations.ASSEMBLE))],
 ) -> AssembleResponse:
     """Build the messages of one model call within `budget_tokens`, in OpenAI chat format:
     the system prompt, the conversation so far, the user message, the context pack
@@ -76,4 +73,4 @@ async def assemble(
     and the user message are never cut (422 when they alone exceed the budget) but are
     redacted like everything else. Returns the messages and a budget report: tokens per
     layer, utilisation, and what was dropped or trimmed and why."""
-    return await assemble_service.assemble(session, embedder, state.settings, caller, ctx, body)
+    return await operations.ASSEMBLE.answer(state, session, caller, ctx, body)

@@ -86,11 +86,12 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_erase(args: argparse.Namespace, settings: Settings) -> int:
+    from service import operations
     from service.calls import Transport
-    from service.domain.audit import AuditAction, resolve_org
-    from service.domain.erase import erase_namespace
+    from service.domain.audit import resolve_org
     from service.domain.namespaces import parse_namespace
     from service.lifecycle.local import open_local, operator
+    from service.schemas.lifecycle import NamespaceRef
 
     namespace = parse_namespace(args.namespace)
     if not args.yes:
@@ -107,10 +108,11 @@ def cmd_erase(args: argparse.Namespace, settings: Settings) -> int:
                 org = await resolve_org(session, args.org)
             # Through the call runner, as every face: one unit of work, and an audit row
             # (transport ``cli``) when the erase fails as well as when it succeeds.
+            op, ref = operations.ERASE_NAMESPACE, NamespaceRef(namespace=namespace)
             return await res.runner.run(
                 operator(org.org_id),
-                AuditAction.ERASE,
-                lambda session, caller, ctx: erase_namespace(session, caller, namespace, ctx),
+                op.action,
+                lambda session, caller, ctx: op.answer(res, session, caller, ctx, ref),
                 transport=Transport.CLI,
             )
 

@@ -4,8 +4,10 @@ success and on failure), so a console action does exactly what the key allows an
 the same audit row as the API call. The console only translates: a session cookie into the
 ``Caller`` of its key, and the runner's errors into pages.
 
-Every page handler calls ``ConsoleCalls.run(action, fn)`` (or ``read`` for unaudited page
-views); nothing else in service/console opens a database session.
+Every page handler calls ``ConsoleCalls.call(operation, request)`` (the operation's declared
+domain call), ``ConsoleCalls.run(operation, fn)`` (a page that does more in the same call),
+or ``read`` for unaudited page views; nothing else in service/console opens a database
+session.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from service.domain.audit import AuditAction, AuditContext
 from service.domain.auth import Caller
 from service.domain.console import ConsoleSession
 from service.errors import AuthenticationError, CtxpackError
-from service.operations import Operation
+from service.operations import Operation, Out, Req
 from service.resources import Resources
 
 T = TypeVar("T")
@@ -81,6 +83,13 @@ class ConsoleCalls:
             # A person who just edited a memory sees it: the console never reads a replica.
             primary=True,
             transport=Transport.CONSOLE,
+        )
+
+    async def call(self, operation: Operation[Req, Out], request: Req) -> Out:
+        """One call of ``operation`` answered by its declared domain call
+        (``Operation.answer``), as ``run`` runs it."""
+        return await self.run(
+            operation, lambda s, ctx: operation.answer(self.state, s, self.caller, ctx, request)
         )
 
     async def refuse(self, action: AuditAction, error: CtxpackError) -> None:

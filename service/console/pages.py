@@ -32,7 +32,6 @@ from service.console import charts, security
 from service.console.calls import ConsoleCalls
 from service.domain import audit as audit_service
 from service.domain import console as console_service
-from service.domain import context as context_service
 from service.domain import memories as memory_service
 from service.domain.audit import AuditContext
 from service.domain.audit import replay as audit_replay
@@ -41,7 +40,7 @@ from service.errors import CtxpackError, GateRejected, InvalidInput, NotFound
 from service.operations import Operation
 from service.schemas.audit import AuditQuery
 from service.schemas.context import ContextRequest, Intent, Layer
-from service.schemas.memories import MemoryPatch, MemoryType
+from service.schemas.memories import MemoryPatch, MemoryRef, MemoryType
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
@@ -377,7 +376,9 @@ async def memory(request: Request, memory_id: str) -> Response:
     mid = _uuid(memory_id)
 
     async def work(session: AsyncSession, ctx: AuditContext) -> Any:
-        item = await memory_service.get_memory(session, console.caller, mid, ctx)
+        item = await operations.GET_MEMORY.answer(
+            calls.state, session, console.caller, ctx, MemoryRef(memory_id=mid)
+        )
         chain = await console_service.supersession_chain(session, console.caller, mid)
         trail = await audit_service.list_audit(
             session, console.caller, AuditQuery(memory_id=mid, limit=50)
@@ -411,9 +412,7 @@ async def edit_form(request: Request, memory_id: str) -> Response:
     console, calls = await _session(request)
     console.caller.require("write")
     mid = _uuid(memory_id)
-    item = await calls.run(
-        operations.GET_MEMORY, lambda s, ctx: memory_service.get_memory(s, console.caller, mid, ctx)
-    )
+    item = await calls.call(operations.GET_MEMORY, MemoryRef(memory_id=mid))
     return _page(
         request,
         console,
@@ -510,9 +509,7 @@ async def forget_form(request: Request, memory_id: str) -> Response:
     console, calls = await _session(request)
     console.caller.require("write")
     mid = _uuid(memory_id)
-    item = await calls.run(
-        operations.GET_MEMORY, lambda s, ctx: memory_service.get_memory(s, console.caller, mid, ctx)
-    )
+    item = await calls.call(operations.GET_MEMORY, MemoryRef(memory_id=mid))
     return _page(request, console, "forget.html", m=item)
 
 
@@ -524,9 +521,7 @@ async def forget(request: Request, memory_id: str) -> Response:
     mid = _uuid(memory_id)
     if form.get("confirm") != "yes":
         raise InvalidInput("confirm", "tick the box to confirm")
-    result = await calls.run(
-        operations.FORGET, lambda s, ctx: memory_service.delete_memory(s, console.caller, mid, ctx)
-    )
+    result = await calls.call(operations.FORGET, MemoryRef(memory_id=mid))
     return _page(request, console, "forgotten.html", result=result)
 
 
@@ -570,9 +565,7 @@ async def pack(request: Request) -> Response:
     state = calls.state
 
     async def work(session: AsyncSession, ctx: AuditContext) -> Any:
-        resp = await context_service.compile_context(
-            session, state.embedder, state.settings, console.caller, ctx, req
-        )
+        resp = await operations.CONTEXT.answer(state, session, console.caller, ctx, req)
         misses: list[Any] = []
         if req.retrieval != "lexical":
             vector = await state.embedder.embed_query(resp.query)
@@ -646,7 +639,8 @@ async def audit_row(request: Request, audit_id: str) -> Response:
     console, calls = await _session(request)
     aid = _uuid(audit_id)
     row = await calls.read(lambda s: audit_service.get_audit(s, console.caller, aid))
-    return _page(request, console, "audit_row.html", row=row)
+    replayable = audit_replay.replayable(row.action, row.outcome)
+    return _page(request, console, "audit_row.html", row=row, replayable=replayable)
 
 
 @router.post("/audit/{audit_id}/replay", response_class=HTMLResponse)

@@ -467,8 +467,8 @@ class LocalTarget:
     async def send(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         from pydantic import ValidationError
 
-        from service.domain.audit import AuditAction, AuditContext
-        from service.domain.remember import remember_batch
+        from service import operations
+        from service.domain.audit import AuditContext
         from service.schemas.memories import RememberBatchRequest
 
         try:
@@ -478,10 +478,9 @@ class LocalTarget:
             where = ".".join(str(p) for p in first["loc"])
             raise InvalidInput(where, first["msg"]) from None
         async with self.resources.runner.operator_session() as session:
-            ctx = AuditContext(AuditAction.REMEMBER_BATCH, self.caller)
-            response = await remember_batch(
-                session, self.resources.embedder, self.resources.settings, self.caller, request, ctx
-            )
+            op = operations.REMEMBER_BATCH
+            ctx = AuditContext(op.action, self.caller)
+            response = await op.answer(self.resources, session, self.caller, ctx, request)
         return [r.model_dump(mode="json") for r in response.items]
 
     async def close(self) -> None:

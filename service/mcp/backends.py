@@ -91,13 +91,10 @@ class LocalBackend:
     async def run(self, rc: RequestContext, op: Operation[Req, Out], request: Req) -> Out:
         """One call of ``op``: its domain call, audit action and pool are the operation
         table's (service/operations.py)."""
-        call = op.call
-        if call is None:
-            raise TypeError(f"operation {op.name!r} declares no domain call")
         res = self.resources
 
         async def fn(session: AsyncSession, caller: Caller, ctx: AuditContext) -> Out:
-            return await call(res, session, caller, ctx, request)
+            return await op.answer(res, session, caller, ctx, request)
 
         return await res.runner.run(
             self.credential(rc),

@@ -100,6 +100,12 @@ class ArtifactDeleted(BaseModel):
     audit_id: uuid.UUID | None = None
 
 
+class ArtifactRef(BaseModel):
+    """One artifact, by id (the path of ``/v1/artifacts/{artifact_id}``)."""
+
+    artifact_id: uuid.UUID
+
+
 class ArtifactQuery(BaseModel):
     """An artifact and the fields to read (GET /v1/artifacts/{artifact_id}): ``fields`` is
     comma-separated, ``namespace`` the caller's (the artifact must live there or above)."""

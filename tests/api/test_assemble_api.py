@@ -8,10 +8,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import Key, KeyFactory
-from tests.hardening.conftest import SqlRows, sql
-
-__all__ = ["sql"]
+from tests.conftest import Key, KeyFactory, SqlRows
 
 SECRET = "ghp_" + "Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6J7k8"
 MEMORY = (

@@ -7,10 +7,7 @@ import json
 
 import httpx
 
-from tests.conftest import Key, KeyFactory
-from tests.hardening.conftest import AppFactory, SqlRows, app_with, sql
-
-__all__ = ["app_with", "sql"]
+from tests.conftest import AppFactory, Key, KeyFactory, SqlRows
 
 SECRET = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
 LOG = "\n".join(

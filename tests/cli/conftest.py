@@ -1,3 +1,3 @@
-"""Fixtures of the CLI suites: the audit trail's seed (tests/audit)."""
+"""Fixtures of the CLI suites: the audit trail's seed (tests/domain/audit/conftest.py)."""
 
-from tests.audit.conftest import seed  # noqa: F401
+from tests.domain.audit.conftest import seed  # noqa: F401

@@ -15,8 +15,8 @@ from fastapi import FastAPI
 
 from service.cli import main
 from service.domain.audit import export_audit, tail_audit
-from tests.audit.conftest import Seed
 from tests.conftest import KeyFactory
+from tests.domain.audit.conftest import Seed
 
 
 def _run(args: list[str]) -> Any:

@@ -25,4 +25,3 @@ async def sign_in(client: httpx.AsyncClient, key: str) -> str:
     page = await client.get("/ui/")
     assert page.status_code == 200
     return csrf_of(page.text)
-from tests.hardening.conftest import app_with, sql  # noqa: F401,E402  (fixtures for the console suites)

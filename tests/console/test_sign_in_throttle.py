@@ -13,9 +13,8 @@ from starlette.requests import Request
 
 from service.console.security import client_address
 from service.domain.console import SIGN_IN_ORG
-from tests.conftest import Key
+from tests.conftest import AppFactory, Key, SqlRows
 from tests.console.conftest import csrf_of
-from tests.hardening.conftest import AppFactory, SqlRows
 
 WRONG = "ctxp_" + "definitely-not-a-key-0123456789abcdef"
 

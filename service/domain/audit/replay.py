@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.config import Settings
 from service.domain import context as context_service
 from service.domain import namespaces
-from service.domain.audit.record import AuditContext
+from service.domain.audit.record import AuditAction, AuditContext
 from service.domain.audit.trail import limited, reachable, visibility
 from service.domain.auth import Caller
 from service.embedding import AsyncEmbedder
@@ -122,13 +122,18 @@ RECORDED_GOAL_CHARS = context_service.AUDIT_GOAL_CHARS
 REDACTED_MARK = ":REDACTED]"
 
 
+def replayable(action: str, outcome: str) -> bool:
+    """A row that can be replayed: a completed context call (a pack to compare)."""
+    return action == AuditAction.CONTEXT and outcome == "ok"
+
+
 def recorded_pack(row: models.AuditEvent) -> list[RankedItem]:
     """The recorded call's pack: its item ids in pack order, with their scores.
 
     Raises:
         InvalidInput: naming ``audit_id``, when the row is no completed context call.
     """
-    if row.action != "context":
+    if row.action != AuditAction.CONTEXT:
         raise InvalidInput(
             "audit_id", f"Only context calls can be replayed; this is a {row.action} call"
         )

@@ -4,8 +4,7 @@ bound. The text one write call has redacted is now at most ``max_scanned_bytes``
 
 from __future__ import annotations
 
-from tests.conftest import KeyFactory
-from tests.hardening.conftest import AppFactory
+from tests.conftest import AppFactory, KeyFactory
 
 
 async def test_an_artifact_over_the_scan_bound_is_413(

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.conftest import KeyFactory
-from tests.hardening.conftest import SqlRows
+from tests.conftest import KeyFactory, SqlRows
 
 TAG = "tag-about-zoe-9f2"
 MISSING_KEY = "zoe-missing-key-77a"

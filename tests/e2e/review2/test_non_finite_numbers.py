@@ -9,10 +9,9 @@ import json
 import httpx
 import pytest
 
-from tests.conftest import Key, KeyFactory
-from tests.hardening.conftest import SqlRows
-from tests.mcp.test_mcp_http_asgi import HEADERS as MCP_HEADERS
-from tests.mcp.test_mcp_http_asgi import INIT as MCP_INIT
+from tests.conftest import Key, KeyFactory, SqlRows
+from tests.mcp.test_http import HEADERS as MCP_HEADERS
+from tests.mcp.test_http import INIT as MCP_INIT
 
 TEXT = "The nightly backup of the billing database runs at 02:00 UTC and takes forty minutes."
 NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e400", "-1E+999"]

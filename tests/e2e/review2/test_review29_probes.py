@@ -11,10 +11,9 @@ import httpx
 import psycopg
 import pytest
 
-from tests.conftest import Key, KeyFactory
-from tests.hardening.conftest import SqlRows
-from tests.mcp.test_mcp_http_asgi import HEADERS as MCP_HEADERS
-from tests.mcp.test_mcp_http_asgi import INIT as MCP_INIT
+from tests.conftest import Key, KeyFactory, SqlRows
+from tests.mcp.test_http import HEADERS as MCP_HEADERS
+from tests.mcp.test_http import INIT as MCP_INIT
 
 TEXT = "The nightly backup of the billing database runs at 02:00 UTC and takes forty minutes."
 OTHER = "Staging certificates are renewed by cert-manager thirty days before they expire."

@@ -14,8 +14,7 @@ from service.app import create_app
 from service.embedding.fake import FakeEmbedder
 from service.store.database import libpq_url
 from service.store.retrieval import RetrievalRepository
-from tests.conftest import Key, make_settings
-from tests.context.conftest import Seeder
+from tests.conftest import Key, Seeder, make_settings
 
 
 def _idle_in_transaction(pg_url: str) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.redteam.conftest import Org, created, memory, pack, pack_ids
+from tests.e2e.redteam.conftest import Org, created, memory, pack, pack_ids
 
 LIMITS = [
     f"The public API rate limit is {n} requests per minute per key, set at the gateway."

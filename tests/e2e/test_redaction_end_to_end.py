@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from bench.redaction_corpus import Sample, secret_samples
 from tests.conftest import Key, KeyFactory
-from tests.hardening.test_logs import everything_in
+from tests.e2e.hardening.test_logs import everything_in
 
 SAMPLES = secret_samples()
 NS = "redact-e2e"

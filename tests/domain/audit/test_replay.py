@@ -11,8 +11,8 @@ from fastapi import FastAPI
 from sqlalchemy import select
 
 from service.store.models import AuditEvent
-from tests.audit.conftest import Seed
 from tests.conftest import Key, KeyFactory
+from tests.domain.audit.conftest import Seed
 
 DEPLOY = "blue green deploy pipeline: switch traffic only after the health checks pass"
 GOAL = "Fix the blue green deploy pipeline health checks"

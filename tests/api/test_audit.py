@@ -8,8 +8,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.audit.conftest import Seed
 from tests.conftest import Key, KeyFactory
+from tests.domain.audit import conftest as trail_fixtures
+from tests.domain.audit.conftest import Seed
+
+# the audit trail's seed fixture here, not the root conftest's (memories for packs)
+seed = trail_fixtures.seed
 
 
 async def _list(client: httpx.AsyncClient, key: Key, **params: Any) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from sqlalchemy import select
 
 from service.domain.audit import erase_from_trail
 from service.store.models import AuditEvent
-from tests.audit.conftest import Seed
 from tests.conftest import KeyFactory
+from tests.domain.audit.conftest import Seed
 
 
 async def test_erasing_keeps_the_id_and_drops_the_name(

@@ -8,8 +8,7 @@ import uuid
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import Key
-from tests.hardening.conftest import AppFactory
+from tests.conftest import AppFactory, Key
 
 FACT = "Deploys to staging need the VPN because the bastion only accepts internal addresses."
 

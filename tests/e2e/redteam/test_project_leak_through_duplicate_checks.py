@@ -12,7 +12,7 @@ import uuid
 
 import httpx
 
-from tests.redteam.conftest import (
+from tests.e2e.redteam.conftest import (
     PARAPHRASE,
     RATE_LIMIT,
     Org,

@@ -11,8 +11,7 @@ import httpx
 import pytest
 
 from service.domain.facets import WAKE_FACETS
-from tests.conftest import Key, KeyFactory
-from tests.context.conftest import BASE_TIME, Seeder
+from tests.conftest import BASE_TIME, Key, KeyFactory, Seeder
 
 
 async def wake(client: httpx.AsyncClient, key: Key, **body: Any) -> dict[str, Any]:

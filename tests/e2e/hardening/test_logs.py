@@ -11,8 +11,7 @@ import httpx
 import pytest
 
 from service.logs import JsonFormatter
-from tests.conftest import Key
-from tests.hardening.conftest import McpConnect
+from tests.conftest import Key, McpConnect
 
 CONTENT = "Quillfeather deploys roll back automatically when the canary's p99 doubles."
 SECRET = "ghp_" + "Qz8Wx7Vc6Bn5Ml4Kj3Hg2Fd1Sa0Po9Iu8Yt7R"

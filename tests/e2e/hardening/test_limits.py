@@ -11,8 +11,7 @@ import pytest
 from service.config import Settings
 from service.domain.rate_limit import RateLimiter, SharedRateLimiter
 from service.store.database import create_engine
-from tests.conftest import KeyFactory
-from tests.hardening.conftest import AppFactory, SqlRows
+from tests.conftest import AppFactory, KeyFactory, SqlRows
 
 FACT = "The staging cluster runs Postgres 17 with pgvector 0.8 since the March upgrade."
 

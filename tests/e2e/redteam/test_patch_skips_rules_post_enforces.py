@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.redteam.conftest import RATE_LIMIT, Org, created, memory
+from tests.e2e.redteam.conftest import RATE_LIMIT, Org, created, memory
 
 TOKEN = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
 SHELL = """$ ls -la /srv/ctxpack

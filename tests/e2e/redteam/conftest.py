@@ -12,7 +12,6 @@ import httpx
 import pytest
 
 from tests.conftest import Key, KeyFactory
-from tests.hardening.conftest import mcp_connect, sql  # noqa: F401  (fixtures)
 
 RATE_LIMIT = (
     "The public API rate limit is 100 requests per minute per key, enforced at the gateway "

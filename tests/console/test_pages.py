@@ -13,7 +13,7 @@ from service.domain import keys as key_service
 from service.errors import InvalidInput
 from tests.conftest import Key, KeyFactory
 from tests.console.conftest import csrf_of, sign_in
-from tests.lifecycle.test_expiry import expire_now
+from tests.domain.test_expiry import expire_now
 
 pytestmark = pytest.mark.asyncio
 

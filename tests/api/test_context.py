@@ -16,8 +16,7 @@ from sqlalchemy import select
 from service.domain.facets import INTENTS, LAYERS, WAKE_FACETS, facet_of
 from service.schemas.context import Intent, Layer
 from service.store.models import AuditEvent
-from tests.conftest import Key, KeyFactory
-from tests.context.conftest import BASE_TIME, Seeder
+from tests.conftest import BASE_TIME, Key, KeyFactory, Seeder
 
 DEPLOY = "blue green deploy pipeline: switch traffic only after the health checks pass"
 GOAL = "Fix the blue green deploy pipeline health checks"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.redteam.conftest import PARAPHRASE, RATE_LIMIT, Org, created, memory, pack, pack_ids
+from tests.e2e.redteam.conftest import PARAPHRASE, RATE_LIMIT, Org, created, memory, pack, pack_ids
 
 GOAL = "public API rate limit requests per minute gateway"
 

@@ -29,8 +29,7 @@ from hypothesis import strategies as st
 
 from service.domain import keys as key_service
 from service.domain.namespaces import ancestors, within_prefix
-from tests.conftest import Key
-from tests.hardening.conftest import McpConnect, SqlRows
+from tests.conftest import Key, McpConnect, SqlRows
 
 # Few segments, chosen to trip string-wise prefix checks and LIKE wildcards: "al" and "alice"
 # are string prefixes of "alicex", "s1" of "s1x"; "a_b" LIKE-matches "a-b", "s_" matches "s1".

@@ -10,8 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import Key, KeyFactory
-from tests.hardening.conftest import McpConnect, SqlRows
+from tests.conftest import Key, KeyFactory, McpConnect, SqlRows
 
 BASE = "The ingest worker retries failed uploads three times before paging the on-call."
 

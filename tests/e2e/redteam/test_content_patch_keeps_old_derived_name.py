@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.redteam.conftest import Org, created, memory, pack
+from tests.e2e.redteam.conftest import Org, created, memory, pack
 
 TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 OLD = "Deploys use the staging runner pool. Each deploy takes about four minutes end to end."

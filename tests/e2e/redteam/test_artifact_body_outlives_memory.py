@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import Key, KeyFactory
-from tests.redteam.conftest import Org, memory
+from tests.e2e.redteam.conftest import Org, memory
 
 MARKER = "nvme-7f3a"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.redteam.conftest import Org
+from tests.e2e.redteam.conftest import Org
 
 TOKEN = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
 

@@ -13,8 +13,8 @@ from sqlalchemy import text
 from service.app import create_app
 from service.domain.audit import prune_audit
 from service.embedding.fake import FakeEmbedder
-from tests.audit.conftest import Seed
 from tests.conftest import KeyFactory, make_settings
+from tests.domain.audit.conftest import Seed
 
 # Far in the past, so that pruning here never touches rows other tests are using.
 NOW = datetime(2001, 1, 1, tzinfo=UTC)
