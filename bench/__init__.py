@@ -2,6 +2,8 @@
 
 - ``bench.run``: the default benchmark, LoCoMo quality and speed against LangGraph and mem0
   (``ctxpack bench``, ``python -m bench``, ``make bench``);
+  its parts: ``bench.quality``, ``bench.speed``, ``bench.corpus``, ``bench.seeding``,
+  ``bench.report`` and ``bench.harness``;
 - ``bench.load``: mixed remember/context traffic at the highest clean rate (``make load``);
 - ``bench.seed``: realistic memories through the HTTP batch API;
 - ``bench.peers``: the peers the benchmark is compared with;

@@ -1,6 +1,6 @@
 """Server-side render time of each console page at N memories (default 100,000).
 
-Seeds an embedded Postgres by COPY (``service.store.bulk.copy_memories``, as ``bench.run`` does
+Seeds an embedded Postgres by COPY (``service.store.bulk.copy_memories``, as ``bench.seeding`` does
 for its 100k store): N memories
 over N/100 users (``user-0001:s1:t2``-style namespaces, 15 types, tags, projects), plus an
 audit trail of N/5 rows spread over the last 14 days (writes with redactions and gate

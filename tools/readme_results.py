@@ -26,7 +26,7 @@ END = "<!-- results:end -->"
 
 
 def section(res: dict[str, Any], json_path: Path) -> str:
-    from bench.run import markdown_tables
+    from bench.report import markdown_tables
 
     meta = res["meta"]
     m = meta["machine"]
@@ -76,10 +76,12 @@ def run_time_line(res: dict[str, Any]) -> str:
         parts.append(f"quality {ph['quality'] / 60:.1f}")
     for size in (res.get("speed") or {}).get("sizes", []):
         sp = size.get("phase_s")
-        if sp:
+        if sp and "measure" in sp:
             parts.append(
                 f"{size['n']:,}: seeding {sp['seed'] / 60:.1f}, measuring {sp['measure'] / 60:.1f}"
             )
+    if "scope" in ph:
+        parts.append(f"scope scaling {ph['scope'] / 60:.1f}")
     if not parts:
         return ""
     return f"Run time {meta['duration_s'] / 60:.1f} minutes: " + "; ".join(parts) + " (minutes)."
