@@ -38,7 +38,6 @@ UNMIRRORED = {
     "service/domain/keys.py",
     "service/domain/memories.py",
     "service/domain/rate_limit.py",
-    "service/domain/redaction_fields.py",
     "service/domain/remember.py",
     "service/domain/writes/apply.py",
     "service/embedding/base.py",
