@@ -118,6 +118,14 @@ class _CoreSettings(BaseSettings):
         description="Where the embedded Postgres keeps its data (`pgdata/` inside).",
     )
     database_name: str = Field("ctxpack", description="Database created on the embedded server.")
+    embedded_shared_buffers_mb: int | None = Field(
+        None,
+        ge=16,
+        description="shared_buffers of the embedded Postgres, in MB. Unset: a quarter of the "
+        "machine's memory, at least 128 and at most 4096 (PostgreSQL's own default, 128, "
+        "keeps a 100k-memory store's vectors and indexes out of its cache). A change restarts "
+        "the embedded server once, at the next start of a process that is alone on it.",
+    )
     migrate_on_start: bool = Field(True, description="`serve` runs `alembic upgrade head` first.")
     pool_size: int = Field(10, description="Connections kept in the SQLAlchemy pool.")
     pool_max_overflow: int = Field(10, description="Extra connections allowed above pool_size.")

