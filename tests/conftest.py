@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
+import subprocess
+import sys
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -57,6 +61,8 @@ hypothesis_settings.load_profile(os.environ.get("CTXPACK_HYPOTHESIS_PROFILE", "r
 # An external database for the whole suite (`make test-citus` points it at a Citus
 # coordinator): migrated at the start like the embedded one. Tests that need a server of
 # their own (fresh databases, a standby) skip then.
+ROOT = Path(__file__).resolve().parents[1]
+
 EXTERNAL_DATABASE_URL = os.environ.get("CTXPACK_TEST_DATABASE_URL") or None
 
 
@@ -340,3 +346,73 @@ def seeder_for(app: FastAPI) -> Callable[[Key], Seeder]:
         return Seeder(app, k.org_id)
 
     return factory
+
+
+# --- a real server on a socket ---------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def server_env(pg_url: str) -> dict[str, str]:
+    """The environment of a ctxpack subprocess on the test database with the fake embedder."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXPACK_")}
+    env.update(
+        CTXPACK_DATABASE_URL=pg_url,
+        CTXPACK_EMBEDDER="fake",
+        CTXPACK_PRINT_BOOTSTRAP_KEY="false",
+        CTXPACK_RATE_LIMIT_PER_MINUTE="0",
+        CTXPACK_AUDIT_PRUNE_INTERVAL_SECONDS="0",
+        CTXPACK_LOG_LEVEL="WARNING",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
+    return env
+
+
+@contextmanager
+def serve_process(pg_url: str, log_path: Path, **env: str) -> Iterator[str]:
+    """``ctxpack serve`` in a subprocess on a free port, with ``server_env`` plus ``env``
+    (``CTXPACK_...`` names); yields its base URL once /healthz answers, stops it after."""
+    port = free_port()
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "service", "serve", "--no-migrate", "--port", str(port)],
+            cwd=ROOT,
+            env={**server_env(pg_url), **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"ctxpack serve exited: {log_path.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"ctxpack serve did not start: {log_path.read_text()[-2000:]}")
+            time.sleep(0.2)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="session")
+def live_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``ctxpack serve`` in a subprocess on a free port; yields its base URL."""
+    with serve_process(pg_url, tmp_path_factory.mktemp("live") / "serve.log") as base:
+        yield base

@@ -13,11 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.mcp import conftest as mcp_fixtures
-
-# tests/mcp's ``ctxpack serve`` fixture, made visible here.
-live_server = mcp_fixtures.live_server
-
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT_SRC = ROOT / "clients" / "python"
 if str(CLIENT_SRC) not in sys.path:
@@ -26,7 +21,7 @@ if str(CLIENT_SRC) not in sys.path:
 
 @pytest.fixture(scope="session")
 def ctxpack_server(request: pytest.FixtureRequest) -> str:
-    """``ctxpack serve`` in a subprocess (tests/mcp's ``live_server``); its base URL."""
+    """``ctxpack serve`` in a subprocess (the suite's ``live_server``, tests/conftest.py); its base URL."""
     url: str = request.getfixturevalue("live_server")
     return url
 

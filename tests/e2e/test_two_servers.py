@@ -15,8 +15,7 @@ import pytest
 from fastapi import FastAPI
 
 from service.domain import keys as key_service
-from tests.conftest import KeyFactory
-from tests.mcp.conftest import serve_process
+from tests.conftest import KeyFactory, serve_process
 
 BURST = 8
 FACT = "The staging database is rebuilt from the nightly snapshot every Sunday at 02:00 UTC."

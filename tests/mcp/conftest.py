@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
-from pathlib import Path
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import httpx
@@ -21,7 +15,6 @@ from service.mcp.backends import LocalBackend, bearer_key
 from service.mcp.server import build_server
 from tests.conftest import Key
 
-ROOT = Path(__file__).resolve().parents[2]
 Connect = Callable[[Key | str], AbstractAsyncContextManager[Client]]
 
 
@@ -47,76 +40,6 @@ def connect(app: FastAPI) -> Connect:
 def structured(result: Any) -> dict[str, Any]:
     assert isinstance(result.structured_content, dict), result
     return result.structured_content
-
-
-# --- a real server on a socket ---------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def server_env(pg_url: str) -> dict[str, str]:
-    """The environment of a ctxpack subprocess on the test database with the fake embedder."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXPACK_")}
-    env.update(
-        CTXPACK_DATABASE_URL=pg_url,
-        CTXPACK_EMBEDDER="fake",
-        CTXPACK_PRINT_BOOTSTRAP_KEY="false",
-        CTXPACK_RATE_LIMIT_PER_MINUTE="0",
-        CTXPACK_AUDIT_PRUNE_INTERVAL_SECONDS="0",
-        CTXPACK_LOG_LEVEL="WARNING",
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-    )
-    return env
-
-
-@contextmanager
-def serve_process(pg_url: str, log_path: Path, **env: str) -> Iterator[str]:
-    """``ctxpack serve`` in a subprocess on a free port, with ``server_env`` plus ``env``
-    (``CTXPACK_...`` names); yields its base URL once /healthz answers, stops it after."""
-    port = free_port()
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "service", "serve", "--no-migrate", "--port", str(port)],
-            cwd=ROOT,
-            env={**server_env(pg_url), **env},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"ctxpack serve exited: {log_path.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"ctxpack serve did not start: {log_path.read_text()[-2000:]}")
-            time.sleep(0.2)
-        yield base
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-@pytest.fixture(scope="session")
-def live_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``ctxpack serve`` in a subprocess on a free port; yields its base URL."""
-    with serve_process(pg_url, tmp_path_factory.mktemp("live") / "serve.log") as base:
-        yield base
 
 
 ALL_TOOLS = {

@@ -9,8 +9,8 @@ import sys
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.conftest import Key, KeyFactory
-from tests.mcp.conftest import ROOT, exercise_every_tool, server_env, structured
+from tests.conftest import ROOT, Key, KeyFactory, server_env
+from tests.mcp.conftest import exercise_every_tool, structured
 
 FACT = "The billing service retries webhooks three times with exponential backoff."
 
@@ -71,3 +71,19 @@ def test_missing_key_exits(pg_url: str) -> None:
     )
     assert done.returncode == 2
     assert b"CTXPACK_API_KEY" in done.stderr
+
+
+def test_the_old_key_name_is_read_with_a_warning(pg_url: str) -> None:
+    env = server_env(pg_url)
+    env.pop("CTXPACK_API_KEY", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "service", "mcp"],
+        env={**env, "CTXPACK_KEY": "ctxp_not-a-key"},
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert b"CTXPACK_KEY is deprecated; set CTXPACK_API_KEY" in done.stderr
+    assert b"unauthorized" in done.stderr  # the key was read, and checked
