@@ -1,0 +1,142 @@
+"""domain/writes/apply.py: carrying out the plans of one call. A batch asks the model once
+for the items it stores (none for a re-sent batch: exact duplicates are found first, in the
+store and within the batch); a duplicate keeps its copy alive for the longer of the two lives;
+a new memory's links, supersession and project are written with it. That each write rule
+holds on every path is tests/domain/writes/test_every_path.py."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from service.domain import keys as key_service
+from service.domain.auth import Caller
+from service.domain.write_pipeline import WritePipeline
+from service.domain.writes.apply import later, store_items
+from service.domain.writes.prepare import WriteItem, prepare
+from service.embedding import AsyncEmbedder
+from service.schemas.memories import RememberRequest
+from tests.conftest import Key, SqlRows
+
+FACTS = [
+    "The staging database listens on port 5433; the default 5432 is the legacy cluster.",
+    "Deploys freeze on Fridays after noon until the release manager signs off.",
+    "The billing export runs nightly at 02:00 UTC and writes to the archive bucket.",
+]
+
+
+class Counting:
+    """The app's embedder, counting the model calls a write makes."""
+
+    def __init__(self, inner: AsyncEmbedder) -> None:
+        self.inner = inner
+        self.calls: list[int] = []
+
+    async def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.calls.append(len(texts))
+        return await self.inner.embed_documents(texts)
+
+
+@pytest.fixture
+async def session(app: FastAPI) -> AsyncIterator[AsyncSession]:
+    async with app.state.ctx.sessionmaker() as s:
+        yield s
+        await s.commit()
+
+
+async def caller_of(session: AsyncSession, key: Key) -> Caller:
+    caller = await key_service.authenticate(session, key.key)
+    assert caller is not None
+    return caller
+
+
+def items(app: FastAPI, caller: Caller, *bodies: dict[str, Any]) -> list[WriteItem]:
+    settings = app.state.ctx.settings
+    pipeline = WritePipeline.for_settings(settings)
+    requests = [RememberRequest.model_validate({"namespace": "alice", **b}) for b in bodies]
+    return [
+        prepare(n, r, caller, settings, pipeline, f"items.{n}.") for n, r in enumerate(requests)
+    ]
+
+
+async def store(app: FastAPI, session: AsyncSession, caller: Caller, *bodies: dict[str, Any]):  # type: ignore[no-untyped-def]
+    model = Counting(app.state.ctx.embedder)
+    out = await store_items(session, model, app.state.ctx.settings, caller, items(app, caller, *bodies))  # type: ignore[arg-type]
+    return out, model.calls
+
+
+async def test_a_batch_asks_the_model_once_and_a_resent_batch_not_at_all(
+    app: FastAPI, session: AsyncSession, key: Key
+) -> None:
+    caller = await caller_of(session, key)
+    bodies = [{"content": f} for f in FACTS] + [{"content": FACTS[0]}]
+    first, calls = await store(app, session, caller, *bodies)
+    assert calls == [3]  # the repeat within the batch is not embedded
+    assert [first[n][0] for n in range(4)] == ["created"] * 3 + ["duplicate"]
+    assert first[3][1] == first[0][1]
+    again, calls = await store(app, session, caller, *bodies)
+    assert calls == []
+    assert [again[n][:2] for n in range(4)] == [("duplicate", first[n][1]) for n in range(4)]
+
+
+async def test_a_duplicate_keeps_its_copy_alive_for_the_longer_life(
+    app: FastAPI, session: AsyncSession, key: Key, sql: SqlRows
+) -> None:
+    caller = await caller_of(session, key)
+    soon, later_on = (datetime.now(UTC) + timedelta(hours=h) for h in (1, 48))
+    made, _ = await store(app, session, caller, {"content": FACTS[0], "expires_at": soon.isoformat()})
+    await store(app, session, caller, {"content": FACTS[0], "expires_at": later_on.isoformat()})
+    await session.commit()
+    (row,) = await sql("SELECT expires_at FROM memories WHERE id = :i", i=made[0][1])
+    assert row[0] == later_on
+    await store(app, session, caller, {"content": FACTS[0]})  # no TTL: the copy is kept
+    await session.commit()
+    (row,) = await sql("SELECT expires_at FROM memories WHERE id = :i", i=made[0][1])
+    assert row[0] is None
+
+
+def test_the_later_life_of_two_is_none_when_either_never_ends() -> None:
+    now = datetime.now(UTC)
+    assert later(now, now + timedelta(seconds=1)) == now + timedelta(seconds=1)
+    assert later(None, now) is None and later(now, None) is None
+
+
+async def test_a_new_memory_is_written_with_its_links_supersession_and_project(
+    app: FastAPI, session: AsyncSession, key: Key, sql: SqlRows
+) -> None:
+    caller = await caller_of(session, key)
+    base, _ = await store(app, session, caller, {"content": FACTS[0]}, {"content": FACTS[1]})
+    old, other = base[0][1], base[1][1]
+    new, _ = await store(app, session, caller, {
+        "content": FACTS[2], "project": "billing", "supersedes": str(old),
+        "related": [{"id": str(other), "relationship": "depends_on"}],
+    })  # fmt: skip
+    await session.commit()
+    new_id = new[0][1]
+    edges = await sql(
+        "SELECT target_id, relationship FROM relations WHERE org_id = :o AND source_id = :s",
+        o=key.org_id, s=new_id,
+    )  # fmt: skip
+    assert sorted((t, r) for t, r in edges) == sorted([(other, "depends_on"), (old, "supersedes")])
+    (row,) = await sql("SELECT superseded_by FROM memories WHERE id = :i", i=old)
+    assert row[0] == new_id
+    assert await sql(
+        "SELECT 1 FROM projects WHERE org_id = :o AND id = 'billing'", o=key.org_id
+    ) != []
+
+
+async def test_a_gate_rejected_item_is_not_stored(
+    app: FastAPI, session: AsyncSession, key: Key
+) -> None:
+    caller = await caller_of(session, key)
+    prepared = items(app, caller, {"content": "ok"}, {"content": FACTS[0]})
+    assert prepared[0].rejection is not None
+    out = await store_items(session, app.state.ctx.embedder, app.state.ctx.settings, caller, prepared)
+    assert set(out) == {1} and out[1][0] == "created"
+    assert isinstance(out[1][1], uuid.UUID)
