@@ -33,15 +33,16 @@ import random
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from bench.seeding import deferred_indexes
 from bench.stats import percentile
+from service.remote import api_key_from_env
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "bench" / "locomo"
@@ -82,35 +83,6 @@ def namespace_of(prefix: str, user: int, i: int, r: float, flat: bool) -> str:
     if flat or r < 0.4:
         return name
     return f"{name}:s{i % 3}" if r < 0.8 else f"{name}:s{i % 3}:t{i % 2}"
-
-
-@contextmanager
-def deferred_indexes(database_url: str, memory: str = "1GB") -> Iterator[dict[str, float]]:
-    """Drop the HNSW and GIN indexes of ``memories`` for a bulk load and build them again from
-    their own definitions when it ends: one index build instead of a graph insert per row.
-    The store ends with the very indexes it had (on Citus the DDL reaches every shard).
-    ``memory`` is the builds' ``maintenance_work_mem`` (an HNSW graph that outgrows it is
-    finished by slow inserts; 1M MiniLM vectors outgrow 1GB). Yields {index: build
-    seconds}, filled at the end."""
-    import psycopg
-    from psycopg import sql
-
-    built: dict[str, float] = {}
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        defs = conn.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
-            "AND tablename = 'memories' AND indexdef ~ ' USING (hnsw|gin) '"
-        ).fetchall()
-        for name, _ in defs:
-            conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(name)))
-        try:
-            yield built
-        finally:
-            conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(memory)))
-            for name, ddl in defs:
-                t0 = time.perf_counter()
-                conn.execute(ddl)
-                built[name] = round(time.perf_counter() - t0, 1)
 
 
 def seed_orgs(
@@ -173,7 +145,7 @@ def seed_orgs(
     built: dict[str, float] = {}
     with contextlib.ExitStack() as stack:
         if defer_indexes:
-            built = stack.enter_context(deferred_indexes(database_url, index_memory))
+            stack.enter_context(deferred_indexes(database_url, ["memories"], built, index_memory))
         with psycopg.connect(database_url) as conn:
             register_vector(conn)
             written = copy_memories(conn, columns, rows())
@@ -265,7 +237,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--url", default=os.environ.get("CTXPACK_URL"), required=False)
-    parser.add_argument("--key", default=os.environ.get("CTXPACK_KEY"), required=False)
+    parser.add_argument("--key", default=api_key_from_env(), required=False)
     parser.add_argument("--seed", action="store_true", help="seed the store first (direct COPY)")
     parser.add_argument(
         "--data-dir", type=Path, help="the server's CTXPACK_DATA_DIR (embedded Postgres)"
@@ -281,7 +253,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("context_speed.json"))
     args = parser.parse_args()
     if not args.url or not args.key:
-        parser.error("--url and --key (or CTXPACK_URL, CTXPACK_KEY) are required")
+        parser.error("--url and --key (or CTXPACK_URL, CTXPACK_API_KEY) are required")
 
     who = httpx.get(f"{args.url}/v1/whoami", headers={"Authorization": f"Bearer {args.key}"}).json()
     report: dict[str, Any] = {

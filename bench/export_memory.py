@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from bench.harness import ctxpack_url
 from service.config import Settings
 from service.store.bulk import copy_memories
 from service.store.database import (
-    _with_database,
     ensure_database,
     resolve_database_url,
     upgrade,
@@ -88,7 +88,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.admin_url:  # a server of the caller's: no public helper names a database on it
         ensure_database(args.admin_url, args.database)
-        url = str(_with_database(args.admin_url, args.database))
+        url = ctxpack_url(args.admin_url, args.database)
     else:
         data_dir = args.data_dir or Path("/tmp/ctxpack-exportbench")
         url = resolve_database_url(

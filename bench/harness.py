@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from bench.stats import percentile as pct
 
@@ -132,9 +133,8 @@ def log(msg: str) -> None:
 def ctxpack_url(admin_url: str, dbname: str) -> str:
     """Database ``dbname`` on the server of ``admin_url``, as a URL both ctxpack and psycopg
     take (``peers.db_url_for`` gives libpq's keyword form, which ctxpack does not)."""
-    from service.store.database import _with_database
-
-    return str(_with_database(admin_url, dbname))
+    parts = urlsplit(admin_url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + dbname, parts.query, parts.fragment))
 
 
 class CtxpackServer:

@@ -40,6 +40,7 @@ from typing import Any
 import httpx
 
 from bench.stats import percentile
+from service.remote import api_key_from_env
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo"
 BATCH = 250
@@ -330,8 +331,8 @@ async def main() -> int:
     )
     parser.add_argument(
         "--key",
-        default=os.environ.get("CTXPACK_KEY"),
-        help="API key with read+write (env CTXPACK_KEY)",
+        default=api_key_from_env(),
+        help="API key with read+write (env CTXPACK_API_KEY)",
     )
     parser.add_argument(
         "--data", type=Path, default=DATA, help="directory of memories.jsonl and queries.jsonl"
@@ -375,7 +376,7 @@ async def main() -> int:
             args.out.write_text(json.dumps(report, indent=2))
             return 0
     if not args.url or not args.key:
-        parser.error("--url and --key (or CTXPACK_URL, CTXPACK_KEY) are required")
+        parser.error("--url and --key (or CTXPACK_URL, CTXPACK_API_KEY) are required")
 
     headers = {"Authorization": f"Bearer {args.key}"}
     async with httpx.AsyncClient(base_url=args.url, headers=headers) as client:

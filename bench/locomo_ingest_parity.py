@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 
 from bench import locomo_eval
+from service.remote import api_key_from_env
 
 
 def locomo_json(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -79,7 +80,7 @@ async def load_both(
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default=os.environ.get("CTXPACK_URL"))
-    parser.add_argument("--key", default=os.environ.get("CTXPACK_KEY"))
+    parser.add_argument("--key", default=api_key_from_env())
     parser.add_argument("--data", type=Path, default=locomo_eval.DATA)
     parser.add_argument("--run", default=f"p{uuid.uuid4().hex[:6]}", help="namespace prefix of this run")
     parser.add_argument("--k", type=int, default=10)

@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 
 from bench.stats import percentile
+from service.remote import api_key_from_env
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo"
 
@@ -117,7 +118,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--url", default=os.environ.get("CTXPACK_URL"))
-    parser.add_argument("--key", default=os.environ.get("CTXPACK_API_KEY"))
+    parser.add_argument("--key", default=api_key_from_env())
     parser.add_argument("--data-dir", type=Path, help="the server's CTXPACK_DATA_DIR")
     parser.add_argument("--scopes", default="speed-:1000", help="PREFIX:USERS,...")
     parser.add_argument("--modes", default="hybrid,lexical")

@@ -8,10 +8,16 @@ token, and turns what goes wrong into the error tree's terms: a server it cannot
 ``error`` body (its stable code, message and field), so a face answers it as the server
 did. The client package (clients/python) is the same idea for applications, outside the
 service.
+
+``api_key_from_env`` reads the key from ``CTXPACK_API_KEY``, the one name of the key for every
+command that presents one (``ctxpack mcp``, ``ctxpack ingest --url``, the benchmarks, the client
+package); the older ``CTXPACK_KEY`` is still taken, with a warning.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -21,6 +27,21 @@ from pydantic import BaseModel
 from service.errors import ServiceUnavailable
 
 M = TypeVar("M", bound=BaseModel)
+
+KEY_ENV = "CTXPACK_API_KEY"
+LEGACY_KEY_ENV = "CTXPACK_KEY"
+
+
+def api_key_from_env() -> str | None:
+    """The key from ``CTXPACK_API_KEY``; the older ``CTXPACK_KEY`` is still taken, with a
+    warning on stderr. None when neither is set (or both are blank)."""
+    key = os.environ.get(KEY_ENV, "").strip()
+    if key:
+        return key
+    legacy = os.environ.get(LEGACY_KEY_ENV, "").strip()
+    if legacy:
+        sys.stderr.write(f"warning: {LEGACY_KEY_ENV} is deprecated; set {KEY_ENV} instead\n")
+    return legacy or None
 
 
 class RemoteError(Exception):

@@ -268,6 +268,23 @@ def test_no_private_name_is_imported_across_modules() -> None:
     assert found == []
 
 
+def test_the_benchmarks_and_tools_import_no_private_name() -> None:
+    """The same rule for ``bench/`` and ``tools/``: they reach the service, and each other,
+    through public names only (a private name there is one the service may change freely)."""
+    found = []
+    for path in sorted([*(ROOT / "bench").rglob("*.py"), *(ROOT / "tools").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                ("service", "bench", "tools")
+            ):
+                found += [
+                    f"{path.relative_to(ROOT)}: from {node.module} import {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+    assert found == []
+
+
 def test_one_store_method_writes_memory_rows() -> None:
     """``MemoryRepository.insert_rows`` is the only INSERT into memories (the benchmarks'
     bulk COPY in store/bulk.py aside): a write rule can't be skipped by another INSERT."""

@@ -7,7 +7,7 @@ import pytest
 from fastapi import FastAPI
 
 from service.errors import ServiceUnavailable
-from service.remote import CtxpackHttp, RemoteError, error_body
+from service.remote import CtxpackHttp, RemoteError, api_key_from_env, error_body
 from service.schemas.common import WhoAmI
 from tests.conftest import Key
 
@@ -44,3 +44,17 @@ def test_an_answer_without_an_error_body_gets_one_from_its_status() -> None:
     assert error_body(httpx.Response(404, text="nope"))["code"] == "http_error"
     body = {"error": {"code": "conflict", "message": "m", "field": "key"}}
     assert error_body(httpx.Response(409, json=body)) == body["error"]
+
+
+def test_the_key_comes_from_ctxpack_api_key_and_the_old_name_warns(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("CTXPACK_API_KEY", raising=False)
+    monkeypatch.delenv("CTXPACK_KEY", raising=False)
+    assert api_key_from_env() is None
+    monkeypatch.setenv("CTXPACK_KEY", "ctxp_old")
+    assert api_key_from_env() == "ctxp_old"
+    assert "CTXPACK_KEY is deprecated" in capsys.readouterr().err
+    monkeypatch.setenv("CTXPACK_API_KEY", "ctxp_new")
+    assert api_key_from_env() == "ctxp_new"
+    assert capsys.readouterr().err == ""

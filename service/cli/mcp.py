@@ -6,7 +6,8 @@
 Without ``--url`` the tools run in this process against the database (the same one ``serve``
 uses; it must be migrated, and the key created there). With ``--url`` every call goes to that
 ctxpack's HTTP API with the key, and nothing local is opened. Either way the key is checked at
-start-up (a bad key exits with status 2) and its limits apply to every call.
+start-up (a bad key exits with status 2) and its limits apply to every call. The older
+``CTXPACK_KEY`` is still read, with a warning (service/remote.py:api_key_from_env).
 
 stdout carries the protocol only: while serving, anything else written to fd 1 goes to stderr,
 where the JSON logs go too.
@@ -29,9 +30,6 @@ from service.errors import AuthenticationError, CtxpackError
 
 if TYPE_CHECKING:
     from service.mcp.backends import Backend
-
-KEY_ENV = "CTXPACK_API_KEY"
-
 
 @asynccontextmanager
 async def local_backend(settings: Settings, key: str) -> AsyncIterator[Backend]:
@@ -72,9 +70,9 @@ async def serve_stdio(settings: Settings, key: str, url: str | None) -> None:
 
 def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     from service.logs import configure_logging
-    from service.remote import RemoteError
+    from service.remote import KEY_ENV, RemoteError, api_key_from_env
 
-    key = os.environ.get(KEY_ENV, "").strip()
+    key = api_key_from_env()
     if not key:
         raise AuthenticationError(f"set {KEY_ENV} to an API key (see `ctxpack keys create`)")
     configure_logging(settings.log_level)

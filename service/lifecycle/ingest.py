@@ -791,18 +791,6 @@ async def ingest(
     return summary
 
 
-def api_key_from_env() -> str | None:
-    """The key from ``CTXPACK_API_KEY``, the one name every face reads; the older
-    ``CTXPACK_KEY`` is still taken, with a warning on stderr."""
-    key = os.environ.get("CTXPACK_API_KEY")
-    if key:
-        return key
-    legacy = os.environ.get("CTXPACK_KEY")
-    if legacy:
-        sys.stderr.write("warning: CTXPACK_KEY is deprecated; set CTXPACK_API_KEY instead\n")
-    return legacy or None
-
-
 def default_checkpoint(file: str, target: str, mapping: Mapping, links: bool) -> Path:
     import platformdirs
 
@@ -830,6 +818,8 @@ def run_ingest_command(
     )
     # A bad --namespace template fails before anything is sent (a bad turn does not).
     namespace_of(Turn("template", ""), Mapping(mapping.namespace, sessions="metadata"))
+    from service.remote import api_key_from_env
+
     key = args.key or api_key_from_env()
     if args.url and not key:
         raise InvalidInput(

@@ -65,19 +65,3 @@ async def test_a_failed_erase_is_audited_as_a_cli_call(
     done = ctxpack(pg_url, "erase", "--namespace", "ula", "--org", key.org, "--yes")
     assert done.returncode == 0, done.stderr
     assert [(r[0], r[1]) for r in erase_rows(pg_url, key.org_id)] == [("error", 500), ("erased", 200)]
-
-
-def test_the_key_comes_from_ctxpack_api_key_and_the_old_name_warns(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from service.lifecycle.ingest import api_key_from_env
-
-    monkeypatch.delenv("CTXPACK_API_KEY", raising=False)
-    monkeypatch.delenv("CTXPACK_KEY", raising=False)
-    assert api_key_from_env() is None
-    monkeypatch.setenv("CTXPACK_KEY", "ctxp_old")
-    assert api_key_from_env() == "ctxp_old"
-    assert "CTXPACK_KEY is deprecated" in capsys.readouterr().err
-    monkeypatch.setenv("CTXPACK_API_KEY", "ctxp_new")
-    assert api_key_from_env() == "ctxp_new"
-    assert capsys.readouterr().err == ""
