@@ -45,9 +45,9 @@ The system prompt and the user message are never cut (422 ``budget_tokens`` if t
 exceed the budget), but they are redacted like everything else; so are the history's
 contents and tool-call arguments.
 
-**Bounded text work.** Before any scan, the text the call will redact and count (the system
-prompt, the user message, every message's content and tool-call arguments, every tool result,
-the pack's goal) is checked against ``max_scanned_bytes`` as one total
+**Bounded text work.** Before any scan, the text the call will redact, check and count (the
+system prompt, the user message, every message's content and tool-call ids, names and
+arguments, every tool result with its identifiers, the pack's goal) is checked against ``max_scanned_bytes`` as one total
 (``domain/scan_bound.py``: 413 naming ``tool_results.0.result`` when one part alone is over,
 else the top-level field holding the most, such as ``messages``); the task state, once read,
 is checked again with it (``task_state``). Redaction, token counts and trimming run in worker
@@ -320,7 +320,10 @@ def scanned_parts(req: AssembleRequest) -> list[Part]:
     for n, m in enumerate(req.messages):
         parts.append((f"messages.{n}.content", m.content))
         for k, c in enumerate(m.tool_calls or []):
-            parts.append((f"messages.{n}.tool_calls.{k}.function.arguments", c.function.arguments))
+            where = f"messages.{n}.tool_calls.{k}"
+            parts.append((f"{where}.id", c.id))
+            parts.append((f"{where}.function.name", c.function.name))
+            parts.append((f"{where}.function.arguments", c.function.arguments))
     for n, r in enumerate(req.tool_results):
         parts += envelopes.scanned_parts(r, f"tool_results.{n}.")
     if req.memory is not None:
@@ -350,7 +353,6 @@ async def assemble(
     caller.require("read")
     limit = settings.max_scanned_bytes
     parts = scanned_parts(req)
-    await asyncio.to_thread(check_scan_bound, parts, limit, SCAN_HINT)
     identifiers = envelopes.identifiers_of(req.tool_results, "tool_results.")
     for n, m in enumerate(req.messages):
         for k, c in enumerate(m.tool_calls or []):
@@ -360,7 +362,13 @@ async def assemble(
         # the pack's namespace (domain/namespaces.py:parse_namespace refuses it there too,
         # but a pack cut for room never gets that far)
         identifiers["memory.namespace"] = req.memory.namespace
-    check_identifiers(identifiers)
+
+    def check_text() -> None:
+        # The bound first: up to 64,000 tool calls' ids and names are checked for secrets too.
+        check_scan_bound(parts, limit, SCAN_HINT)
+        check_identifiers(identifiers)
+
+    await asyncio.to_thread(check_text)
     ctx.request = {
         "budget_tokens": req.budget_tokens,
         "messages": len(req.messages),

@@ -13,8 +13,9 @@ value is itself CPU work):
 * **Size**: a text in UTF-8 bytes; any other JSON value (an artifact's body, a tool result
   that is an object, metadata) as compact JSON (``compact_size``: no spaces, UTF-8 as is);
   None is 0. A text that holds JSON counts as the text it was sent as.
-* **Total**: the parts of one call are summed: a batch's items together, an assemble call's
-  system prompt, user message, messages and tool results together (and the task state it
+* **Total**: the parts of one call are summed, identifiers checked for secrets included: a
+  batch's items together, an assemble call's system prompt, user message, messages (content,
+  tool-call ids, names, arguments) and tool results together (and the task state it
   resolves, checked again once read: stored artifacts are text the call will scan too).
 * **Field named**: the largest part when it alone is over the limit (``tool_results.0.result``,
   ``items.3.content``, ``body``); otherwise the top-level field holding the most of the total

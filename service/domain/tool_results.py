@@ -887,9 +887,15 @@ def identifiers_of(requests: list[ToolResultRequest], prefix: str = "") -> dict[
 
 
 def scanned_parts(req: ToolResultRequest, prefix: str = "") -> list[Part]:
-    """What the envelope scans of one request, for ``check_scan_bound``: the result, and the
-    field paths (a missing one is redacted before it is shown)."""
-    return [(f"{prefix}result", req.result), (f"{prefix}fields", req.fields)]
+    """What the envelope scans of one request, for ``check_scan_bound``: the result, the field
+    paths (a missing one is redacted before it is shown) and the identifiers (checked for
+    secrets)."""
+    return [
+        (f"{prefix}result", req.result),
+        (f"{prefix}fields", req.fields),
+        (f"{prefix}tool_call_id", req.tool_call_id),
+        (f"{prefix}tool_name", req.tool_name),
+    ]
 
 
 def process(

@@ -20,6 +20,8 @@ from tests.conftest import AppFactory, Key, KeyFactory, SqlRows
 from tests.mcp.conftest import structured
 
 LIMIT = 64 * 1024
+IDS = len(b"c1") + len(b"dump")
+"""The identifiers of a ``result(...)`` (checked for secrets, so counted too)."""
 
 
 def compact(value: Any) -> int:
@@ -125,12 +127,12 @@ async def test_a_tool_result_at_the_bound_passes_and_one_byte_over_is_413(
     key = await make_key()
     async with app_with(max_scanned_bytes=LIMIT) as client:
         at = await client.post(
-            "/v1/tool-results", json=result("c1", log_text(LIMIT)), headers=key.headers
+            "/v1/tool-results", json=result("c1", log_text(LIMIT - IDS)), headers=key.headers
         )
         assert at.status_code == 200, at.text
-        assert at.json()["bytes_before"] == LIMIT
+        assert at.json()["bytes_before"] == LIMIT - IDS
         over = await client.post(
-            "/v1/tool-results", json=result("c1", log_text(LIMIT + 1)), headers=key.headers
+            "/v1/tool-results", json=result("c1", log_text(LIMIT - IDS + 1)), headers=key.headers
         )
         error = error_of(over)
         assert error["field"] == "result"
@@ -142,7 +144,7 @@ async def test_a_json_result_counts_as_compact_json(
 ) -> None:
     key = await make_key()
     async with app_with(max_scanned_bytes=LIMIT) as client:
-        value = object_of_compact_size(LIMIT)
+        value = object_of_compact_size(LIMIT - IDS)
         assert len(json.dumps(value).encode()) > LIMIT  # as sent, with spaces
         at = await client.post("/v1/tool-results", json=result("c1", value), headers=key.headers)
         assert at.status_code == 200, at.text
@@ -173,8 +175,10 @@ async def test_assemble_sums_its_tool_results_and_messages(
             )
 
         ids = ["c0", "c1", "c2"]
-        # the user message and the calls' arguments ("{}" each) count too
-        sizes = [third, third, LIMIT - 2 * third - len(b"What failed?") - 3 * len(b"{}")]
+        # the user message counts too, and each call's id, name and arguments ("{}"), in the
+        # assistant message and in its tool result
+        per_call = 2 * IDS + len(b"{}")
+        sizes = [third, third, LIMIT - 2 * third - len(b"What failed?") - 3 * per_call]
         fits = await assemble(
             user_message="What failed?",
             messages=[calling(*ids)],
@@ -270,8 +274,8 @@ async def test_the_mcp_tools_answer_the_same_413(
     async with app_with(max_scanned_bytes=LIMIT) as client:
         server = build_server(LocalBackend(client.app.state.ctx, bearer_key(key.key)))  # type: ignore[attr-defined]
         async with Client(server, raise_exceptions=True) as mcp:
-            fine = await mcp.call_tool("tool_result", result("c1", log_text(LIMIT)))
-            over = await mcp.call_tool("tool_result", result("c1", log_text(LIMIT + 1)))
+            fine = await mcp.call_tool("tool_result", result("c1", log_text(LIMIT - IDS)))
+            over = await mcp.call_tool("tool_result", result("c1", log_text(LIMIT - IDS + 1)))
             assembled = await mcp.call_tool(
                 "assemble",
                 {"budget_tokens": 4000, "messages": [calling("c1")],
