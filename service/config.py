@@ -232,10 +232,11 @@ class _CoreSettings(BaseSettings):
     max_body_bytes: int = Field(4 * 1024 * 1024, description="Largest accepted request body.")
     max_scanned_bytes: int = Field(
         1024 * 1024,
-        description="Most text one write call has redacted (UTF-8 bytes): a batch's items "
-        "together (content, name, source, url, metadata as JSON), an artifact's body as compact "
-        "JSON. Above it: 413 payload_too_large naming the field, before any scan (redaction "
-        "costs about 1 s of CPU per MB at worst).",
+        description="Most caller-supplied text one call redacts or tokenizes (UTF-8 bytes; "
+        "JSON values as compact JSON): a batch's items together, an artifact's body, a tool "
+        "result, an assemble call's prompts, messages, tool results and task state together. "
+        "Above it: 413 payload_too_large naming the field, before any scan (redaction costs "
+        "about 1 s of CPU per MB at worst).",
     )
     rate_limit_per_minute: int = Field(
         6000, description="Requests per minute allowed per API key (0 disables)."

@@ -196,7 +196,9 @@ async def _tool_result(
     ctx: AuditContext,
     req: ToolResultRequest,
 ) -> ToolResultResponse:
-    return await tool_result_service.envelope_call(session, res.embedder, caller, ctx, req)
+    return await tool_result_service.envelope_call(
+        session, res.embedder, caller, ctx, req, res.settings.max_scanned_bytes
+    )
 
 
 async def _assemble(

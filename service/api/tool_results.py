@@ -28,7 +28,11 @@ ERRORS = {
         "the memory or task state lies outside its reach",
     },
     404: {"model": ErrorResponse, "description": "(assemble) A task-state artifact is not found"},
-    413: {"model": ErrorResponse, "description": "The body is over the server's body limit"},
+    413: {
+        "model": ErrorResponse,
+        "description": "The body is over the server's body limit, or the text to scan is over "
+        "max_scanned_bytes (`field` names the part, e.g. `result`, `tool_results.0.result`)",
+    },
     422: {"model": ErrorResponse, "description": "Invalid input; `field` names it"},
 }
 

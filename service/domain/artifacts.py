@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import uuid
 from typing import Any
 
@@ -30,8 +29,8 @@ from service.domain.auth import Caller
 from service.domain.memories import erase_memory
 from service.domain.namespaces import parse_namespace
 from service.domain.redaction.fields import check_identifiers, redact_fields
+from service.domain.scan_bound import check_scan_bound, compact_size
 from service.domain.writes.plan import plan_artifact_memory
-from service.domain.writes.prepare import check_scanned_bytes
 from service.embedding import AsyncEmbedder
 from service.errors import InvalidInput, NotFound
 from service.schemas.artifacts import (
@@ -82,10 +81,6 @@ def memory_hash(artifact_id: uuid.UUID) -> str:
     return hashlib.sha256(f"artifact:{artifact_id}".encode()).hexdigest()
 
 
-def compact_size(body: Any) -> int:
-    return len(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
-
-
 async def store_artifact(
     session: AsyncSession,
     embedder: AsyncEmbedder,
@@ -112,9 +107,11 @@ async def store_artifact(
     caller.check_write_project(req.project)
 
     def redact() -> tuple[dict[str, Any], dict[str, int]]:
-        # Bounded before any scan: the body's compact JSON at most ``max_scanned_bytes``.
-        check_scanned_bytes(
-            compact_size(req.body), max_scanned_bytes, "body", "as compact JSON; store less"
+        # Bounded before any scan (domain/scan_bound.py): the body counts as compact JSON.
+        check_scan_bound(
+            [("name", req.name), ("summary", req.summary), ("body", req.body)],
+            max_scanned_bytes,
+            "the body counts as compact JSON; store less",
         )
         return redact_fields({"name": req.name, "summary": req.summary, "body": req.body})
 

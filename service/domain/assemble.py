@@ -45,6 +45,14 @@ The system prompt and the user message are never cut (422 ``budget_tokens`` if t
 exceed the budget), but they are redacted like everything else; so are the history's
 contents and tool-call arguments.
 
+**Bounded text work.** Before any scan, the text the call will redact, check and count (the
+system prompt, the user message, every message's content and tool-call ids, names and
+arguments, every tool result with its identifiers, the pack's goal) is checked against ``max_scanned_bytes`` as one total
+(``domain/scan_bound.py``: 413 naming ``tool_results.0.result`` when one part alone is over,
+else the top-level field holding the most, such as ``messages``); the task state, once read,
+is checked again with it (``task_state``). Redaction, token counts and trimming run in worker
+threads, never on the event loop.
+
 **Audit.** One ``assemble`` row: layer token counts, cuts, each tool result's name, sizes and
 redaction labels and counts; never content. The context pack and each artifact read leave
 their own rows, as over their own endpoints (the pack's is replayable), marked
@@ -69,6 +77,7 @@ from service.domain.auth import Caller
 from service.domain.context import compile_context
 from service.domain.redaction import merge_counts
 from service.domain.redaction.fields import check_identifiers, redact_fields
+from service.domain.scan_bound import Part, check_scan_bound
 from service.embedding import AsyncEmbedder
 from service.errors import InvalidInput, NotFound
 from service.schemas.assemble import (
@@ -113,18 +122,19 @@ class _Budget:
     count: envelopes.TokenCounter
     layers: dict[str, LayerReport] = field(default_factory=dict)
     cuts: list[AssembleCut] = field(default_factory=list)
-    # Token counts by message identity: the caller's messages are counted once, in a worker
-    # thread (``prime``), never on the event loop.
-    known: dict[int, int] = field(default_factory=dict)
+    # Token counts by message identity: every message is counted once, in a worker thread
+    # (``prime``), never on the event loop. The message is kept with its count, so its id is
+    # never reused by another message while the budget lives.
+    known: dict[int, tuple[Message, int]] = field(default_factory=dict)
 
     def tokens(self, message: Message) -> int:
         cached = self.known.get(id(message))
         if cached is not None:
-            return cached
+            return cached[1]
         n = envelopes.count_long(message.get("content") or "", self.count) + MESSAGE_OVERHEAD
         if message.get("tool_calls"):
             n += self.count(json.dumps(message["tool_calls"], ensure_ascii=False))
-        self.known[id(message)] = n
+        self.known[id(message)] = (message, n)
         return n
 
     def prime(self, messages: list[Message]) -> None:
@@ -297,6 +307,30 @@ def _fit_tools(
     return out, fits
 
 
+SCAN_HINT = (
+    "send fewer or shorter messages and tool results (each tool result can be cut by "
+    "POST /v1/tool-results first), or declare fewer task-state fields"
+)
+
+
+def scanned_parts(req: AssembleRequest) -> list[Part]:
+    """What one assemble call redacts and counts of its request, by field path, for
+    ``check_scan_bound``."""
+    parts: list[Part] = [("system", req.system), ("user_message", req.user_message)]
+    for n, m in enumerate(req.messages):
+        parts.append((f"messages.{n}.content", m.content))
+        for k, c in enumerate(m.tool_calls or []):
+            where = f"messages.{n}.tool_calls.{k}"
+            parts.append((f"{where}.id", c.id))
+            parts.append((f"{where}.function.name", c.function.name))
+            parts.append((f"{where}.function.arguments", c.function.arguments))
+    for n, r in enumerate(req.tool_results):
+        parts += envelopes.scanned_parts(r, f"tool_results.{n}.")
+    if req.memory is not None:
+        parts += [("memory.goal", req.memory.goal), ("memory.domain", req.memory.domain)]
+    return parts
+
+
 async def assemble(
     session: AsyncSession,
     embedder: AsyncEmbedder,
@@ -313,8 +347,12 @@ async def assemble(
         InvalidInput: the sequence is not valid for a chat API, an identifier holds a
             secret, or the system prompt and user message alone exceed the budget.
         NotFound: a task-state artifact is not within the key's reach.
+        PayloadTooLarge: the text to scan is over ``max_scanned_bytes`` (413 naming the
+            field: ``tool_results.0.result``, ``messages``, ``task_state``).
     """
     caller.require("read")
+    limit = settings.max_scanned_bytes
+    parts = scanned_parts(req)
     identifiers = envelopes.identifiers_of(req.tool_results, "tool_results.")
     for n, m in enumerate(req.messages):
         for k, c in enumerate(m.tool_calls or []):
@@ -324,7 +362,13 @@ async def assemble(
         # the pack's namespace (domain/namespaces.py:parse_namespace refuses it there too,
         # but a pack cut for room never gets that far)
         identifiers["memory.namespace"] = req.memory.namespace
-    check_identifiers(identifiers)
+
+    def check_text() -> None:
+        # The bound first: up to 64,000 tool calls' ids and names are checked for secrets too.
+        check_scan_bound(parts, limit, SCAN_HINT)
+        check_identifiers(identifiers)
+
+    await asyncio.to_thread(check_text)
     ctx.request = {
         "budget_tokens": req.budget_tokens,
         "messages": len(req.messages),
@@ -335,14 +379,23 @@ async def assemble(
     plan = plan_conversation(req.messages, req.tool_results)
     count = embedder.count_tokens
     budget = _Budget(count)
+    # The task state is read first, so its text counts toward the bound before any scan.
+    task_text: str | None = None
+    if req.task_state:
+        entries = await _task_state(session, caller, ctx, req)
+        task_parts = [(f"task_state.{n}", e) for n, e in enumerate(entries)]
+        task_text = await asyncio.to_thread(_task_text, entries, [*parts, *task_parts], limit)
     system, user, counts = await asyncio.to_thread(
         _redact_conversation, req.system, req.user_message, plan
     )
     head = [{"role": "system", "content": system}] if system else []
     user_msgs = [{"role": "user", "content": user}] if user else []
     given = [m for turn in plan.turns for m in turn] + plan.answered
+    task_head: Message = {"role": "system", "content": TASK_HEADER}
+    memory_head: Message = {"role": "system", "content": MEMORY_HEADER}
     await asyncio.to_thread(
-        budget.prime, head + user_msgs + given + ([plan.call] if plan.call else [])
+        budget.prime,
+        [*head, *user_msgs, *given, *([plan.call] if plan.call else []), task_head, memory_head],
     )
     fixed = budget.total(head) + budget.total(user_msgs)
     if fixed > req.budget_tokens:
@@ -372,6 +425,7 @@ async def assemble(
         {"role": "tool", "tool_call_id": r.tool_call_id, "content": env.content}
         for r, (env, _, _) in zip(results, fitted, strict=True)
     ]
+    await asyncio.to_thread(budget.prime, tool_msgs)
     reports: list[ToolResultReport] = []
     tool_details: list[dict[str, Any]] = []
     requested_tools = budget.total(call_msgs)
@@ -412,17 +466,18 @@ async def assemble(
 
     # Task state (cut third).
     task_msgs: list[Message] = []
-    if req.task_state:
-        text = await _task_state(session, caller, ctx, req)
+    if task_text is not None:
+        text = task_text
         whole = {"role": "system", "content": TASK_HEADER + text}
-        requested = budget.tokens(whole)
+        requested = await asyncio.to_thread(budget.tokens, whole)
         if requested <= room:
             task_msgs = [whole]
             budget.report("task_state", task_msgs, requested, "kept")
-        elif room - budget.tokens({"role": "system", "content": TASK_HEADER}) >= MIN_LAYER_TOKENS:
-            inner = room - budget.tokens({"role": "system", "content": TASK_HEADER})
+        elif room - budget.tokens(task_head) >= MIN_LAYER_TOKENS:
+            inner = room - budget.tokens(task_head)
             shorter = await asyncio.to_thread(_shrink_json, text, inner, count)
             task_msgs = [{"role": "system", "content": TASK_HEADER + shorter}]
+            await asyncio.to_thread(budget.prime, task_msgs)
             if budget.total(task_msgs) > room:
                 task_msgs = []
         if not task_msgs and requested > room:
@@ -451,7 +506,7 @@ async def assemble(
     memory_msgs: list[Message] = []
     memory_audit_id = None
     if req.memory is not None:
-        header = budget.tokens({"role": "system", "content": MEMORY_HEADER})
+        header = budget.tokens(memory_head)
         wanted = req.memory.markdown_token_budget
         pack_budget = min(wanted, room - header)
         if pack_budget < MIN_LAYER_TOKENS:
@@ -482,6 +537,7 @@ async def assemble(
                 budget.report("memory", [], 0, "empty")
             else:
                 memory_msgs = [{"role": "system", "content": MEMORY_HEADER + pack.markdown}]
+                await asyncio.to_thread(budget.prime, memory_msgs)
                 shown = sum(len(s.items) for s in pack.sections)
                 trimmed = pack_budget < wanted and pack.markdown_tokens >= pack_budget - 64
                 budget.report(
@@ -579,10 +635,10 @@ async def assemble(
 
 async def _task_state(
     session: AsyncSession, caller: Caller, ctx: AuditContext, req: AssembleRequest
-) -> str:
+) -> list[dict[str, Any]]:
     """Each artifact's name, summary and declared fields, resolved as the artifacts API does
-    (each read audited, ``part_of`` this call), as one JSON object per line."""
-    lines: list[str] = []
+    (each read audited, ``part_of`` this call)."""
+    entries: list[dict[str, Any]] = []
     for n, ref in enumerate(req.task_state):
         sub = AuditContext(
             action=AuditAction.ARTIFACT, caller=caller, details_extra={"part_of": str(ctx.audit_id)}
@@ -606,8 +662,15 @@ async def _task_state(
                 entry["missing"] = got.missing
         else:
             entry["body"] = got.body
-        lines.append(envelopes.dumps(envelopes.finite(entry)))
-    return "\n".join(lines)
+        entries.append(entry)
+    return entries
+
+
+def _task_text(entries: list[dict[str, Any]], parts: list[Part], limit: int) -> str:
+    """The task state as one JSON object per line (in a worker thread), once the call's text
+    with it (``parts``) is within the bound."""
+    check_scan_bound(parts, limit, SCAN_HINT)
+    return "\n".join(envelopes.dumps(envelopes.finite(e)) for e in entries)
 
 
 def _shrink_json(text: str, budget: int, count: envelopes.TokenCounter) -> str:

@@ -46,18 +46,18 @@ from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.facets import facet_of
 from service.domain.namespaces import parse_namespace
+from service.domain.scan_bound import check_scan_bound
 from service.domain.write_pipeline import WritePipeline
 from service.domain.write_pipeline import content_hash as content_hash
 from service.domain.writes.apply import store_items
 from service.domain.writes.prepare import (
     WriteItem,
     check_batch_keys,
-    check_scanned_bytes,
     derive_name,
     document_text,
     prepare,
     request_summary,
-    scanned_bytes,
+    scanned_parts,
     validate_links,
 )
 from service.embedding import AsyncEmbedder
@@ -162,10 +162,9 @@ async def remember_batch(
     pipeline = WritePipeline.for_settings(settings)
 
     def prepare_all() -> list[WriteItem]:
-        check_scanned_bytes(
-            sum(scanned_bytes(r) for r in req.items),
+        check_scan_bound(
+            [p for n, r in enumerate(req.items) for p in scanned_parts(r, f"items.{n}.")],
             settings.max_scanned_bytes,
-            "items",
             "split the batch",
         )
         return [prepare(i, r, caller, settings, pipeline, f"items.{i}.") for i, r in enumerate(req.items)]

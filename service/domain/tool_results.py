@@ -40,8 +40,9 @@ points, never on bytes). ``content`` never exceeds the budget: the final text is
 Cost: linear in the input. Parsing, redaction and one token count of the whole input are
 single passes; each trimming level visits only what it keeps (a constant number of levels);
 the text strategy counts only the lines it considers keeping. Callers run it in a worker
-thread (``asyncio.to_thread``), never on the event loop. The request body limit (413 over
-``max_body_bytes``) bounds the input.
+thread (``asyncio.to_thread``), never on the event loop, after the bound on text work per
+call (``domain/scan_bound.py``): a result over ``max_scanned_bytes`` (its text's UTF-8 bytes,
+or a JSON value's compact JSON) is a 413 naming ``result`` before any of it is read.
 
 The audit row keeps the tool name, the call id, sizes, token counts, the strategy, the cuts'
 counts and the redactions' labels and counts: never the content.
@@ -64,6 +65,7 @@ from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.redaction import PLACEHOLDER_RE
 from service.domain.redaction.fields import check_identifiers, redact_fields
+from service.domain.scan_bound import Part, check_scan_bound
 from service.embedding import AsyncEmbedder
 from service.errors import InvalidInput
 from service.schemas.tool_results import (
@@ -76,6 +78,8 @@ from service.schemas.tool_results import (
 )
 
 TokenCounter = Callable[[str], int]
+
+SCAN_HINT = "cut the tool's output before sending it, or send it as several results"
 
 MAX_JSON_DEPTH = 64
 # Text is counted in pieces of about this many characters (cut at a line or a space), so a
@@ -882,6 +886,18 @@ def identifiers_of(requests: list[ToolResultRequest], prefix: str = "") -> dict[
     return out
 
 
+def scanned_parts(req: ToolResultRequest, prefix: str = "") -> list[Part]:
+    """What the envelope scans of one request, for ``check_scan_bound``: the result, the field
+    paths (a missing one is redacted before it is shown) and the identifiers (checked for
+    secrets)."""
+    return [
+        (f"{prefix}result", req.result),
+        (f"{prefix}fields", req.fields),
+        (f"{prefix}tool_call_id", req.tool_call_id),
+        (f"{prefix}tool_name", req.tool_name),
+    ]
+
+
 def process(
     req: ToolResultRequest, count: TokenCounter, budget: int | None = None
 ) -> tuple[Envelope, list[str]]:
@@ -907,12 +923,14 @@ async def envelope_call(
     caller: Caller,
     ctx: AuditContext,
     req: ToolResultRequest,
+    max_scanned_bytes: int,
 ) -> ToolResultResponse:
     """POST /v1/tool-results: one tool result through the envelope; audit the call.
 
     Raises:
         ScopeDenied: the key has no read scope.
         InvalidInput: the call id or tool name holds a secret; ``fields`` misused.
+        PayloadTooLarge: the result is over ``max_scanned_bytes`` (413 naming ``result``).
     """
     caller.require("read")
     check_identifiers(identifiers_of([req]))
@@ -922,7 +940,12 @@ async def envelope_call(
         "budget_tokens": req.budget_tokens,
         "strategy": req.strategy,
     }
-    env, missing = await asyncio.to_thread(process, req, embedder.count_tokens)
+
+    def bounded() -> tuple[Envelope, list[str]]:
+        check_scan_bound(scanned_parts(req), max_scanned_bytes, SCAN_HINT)
+        return process(req, embedder.count_tokens)
+
+    env, missing = await asyncio.to_thread(bounded)
     redactions = sum(env.redactions.values())
     ctx.request["redaction_count"] = redactions
     audit_id = await audit_service.record(

@@ -16,10 +16,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from service.domain.artifacts import compact_size, memory_hash, schema_keys
+from service.domain.artifacts import memory_hash, schema_keys
 from service.domain.namespaces import parse_namespace
 from service.domain.redaction import REDACTOR
 from service.domain.redaction.fields import check_identifiers
+from service.domain.scan_bound import compact_size
 from service.domain.writes.prepare import WriteItem
 from service.errors import InvalidInput
 from service.schemas.artifacts import SLUG

@@ -376,7 +376,9 @@ dropped, long strings are shortened, keys are kept. Name `fields` (dotted paths 
 
 Returns the tool message `{role: "tool", tool_call_id, content}` with `tokens_before`, \
 `tokens_after`, `cuts` (what was dropped, and why), `missing_fields`, `redactions` (labels and \
-counts, never the values) and `audit_id`. The text of the result is `content` itself.
+counts, never the values) and `audit_id`. The text of the result is `content` itself. A \
+result over the server's `max_scanned_bytes` (1 MiB by default; JSON counted compact) is \
+refused with `payload_too_large`: cut it or send it in parts.
 """
 
 ASSEMBLE_DESCRIPTION = """\
@@ -389,7 +391,9 @@ tool message right after the assistant message that called it.
 Over budget, the least valuable layer is cut first: the oldest history, then memory, then \
 task state; tool results are trimmed last and never dropped. The system prompt and the user \
 message are never cut (error `validation_error` on `budget_tokens` when they alone exceed it) \
-but are redacted. Returns `{messages, used_tokens, utilisation, layers, cuts, cut_order, \
+but are redacted. All the text together (prompts, messages, tool results, task state) must \
+stay within the server's `max_scanned_bytes` (1 MiB by default), else `payload_too_large` \
+naming the field. Returns `{messages, used_tokens, utilisation, layers, cuts, cut_order, \
 tool_results, redactions, audit_id}`.
 """
 

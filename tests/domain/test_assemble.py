@@ -8,10 +8,17 @@ from typing import Any
 
 import pytest
 
-from service.domain.assemble import CUT_ORDER, MESSAGE_OVERHEAD, _Budget, plan_conversation
+from service.domain.assemble import (
+    CUT_ORDER,
+    MESSAGE_OVERHEAD,
+    _Budget,
+    plan_conversation,
+    scanned_parts,
+)
+from service.domain.scan_bound import check_scan_bound
 from service.embedding.fake import FakeEmbedder
-from service.errors import InvalidInput
-from service.schemas.assemble import ChatMessage
+from service.errors import InvalidInput, PayloadTooLarge
+from service.schemas.assemble import AssembleRequest, ChatMessage
 from service.schemas.tool_results import ToolResultRequest
 
 
@@ -91,3 +98,29 @@ def test_a_message_costs_its_content_its_calls_and_the_overhead() -> None:
     calling = {"role": "assistant", "content": None, "tool_calls": [{"id": "a"}]}
     assert budget.tokens(calling) > count("") + MESSAGE_OVERHEAD
     assert CUT_ORDER == ("history", "memory", "task_state", "tool_results")
+
+
+def test_the_scanned_parts_name_every_text_the_call_redacts_or_checks() -> None:
+    req = AssembleRequest(
+        budget_tokens=1000,
+        system="s",
+        user_message="u",
+        messages=[msg("user"), call("a")],
+        tool_results=[result("a")],
+        memory={"namespace": "n", "goal": "g"},  # type: ignore[arg-type]
+    )
+    paths = [path for path, _ in scanned_parts(req)]
+    assert paths == [
+        "system", "user_message", "messages.0.content", "messages.1.content",
+        "messages.1.tool_calls.0.id", "messages.1.tool_calls.0.function.name",
+        "messages.1.tool_calls.0.function.arguments",
+        "tool_results.0.result", "tool_results.0.fields", "tool_results.0.tool_call_id",
+        "tool_results.0.tool_name", "memory.goal", "memory.domain",
+    ]
+    # 128 calls with ids of about 200 characters: 25 KB of identifiers to check
+    ids_only = AssembleRequest(
+        budget_tokens=1000, messages=[call(*[f"{k}-" + "i" * 195 for k in range(128)])]
+    )
+    with pytest.raises(PayloadTooLarge) as over:
+        check_scan_bound(scanned_parts(ids_only), 20_000, "less")
+    assert over.value.details["field"] == "messages"

@@ -4,14 +4,13 @@ The key's rights (namespace, project, identifiers holding secrets, a key that lo
 secret), then the write pipeline (validate -> redact -> gate -> hash, domain/write_pipeline.py)
 and the expiry: CPU work on text, run in a worker thread. A gate rejection is recorded on the
 item, not raised, so a batch carries on. ``validate_links`` then checks ``related`` and
-``supersedes`` within the key's reach (and the supersedes reach rule), and
-``check_scanned_bytes`` bounds the text one call has redacted. remember, batch, keyed writes
-and import prepare their items here.
+``supersedes`` within the key's reach (and the supersedes reach rule), and ``scanned_parts``
+lists a write's text for the bound on text work per call (domain/scan_bound.py). remember,
+batch, keyed writes and import prepare their items here.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -24,9 +23,10 @@ from service.domain.expiry import expiry_of, patched_expiry
 from service.domain.namespaces import parse_namespace
 from service.domain.redaction import merge_counts
 from service.domain.redaction.fields import check_identifiers
+from service.domain.scan_bound import Part
 from service.domain.write_gate import GateVerdict
 from service.domain.write_pipeline import CleanWrite, WritePipeline, strip_placeholders
-from service.errors import GateRejected, InvalidInput, PayloadTooLarge
+from service.errors import GateRejected, InvalidInput
 from service.schemas.memories import GateReasonOut, Redaction, RememberRequest
 from service.store.memories import MemoryRepository
 
@@ -308,26 +308,17 @@ def request_summary(items: list[WriteItem]) -> dict[str, Any]:
     return summary
 
 
-def scanned_bytes(req: RememberRequest) -> int:
-    """The text of one write the redactor would scan, in UTF-8 bytes (an item over the gate's
-    size is refused before any scan, but its bytes still count: they were sent)."""
-    texts = (req.content, req.name, req.source, req.url, req.domain, req.origin, *req.tags)
-    size = sum(len(t.encode()) for t in texts if t)
+def scanned_parts(req: RememberRequest, prefix: str) -> list[Part]:
+    """The text of one write the redactor would scan, for ``check_scan_bound`` (an item over
+    the gate's size is refused before any scan, but its bytes still count: they were sent)."""
+    parts: list[Part] = [
+        (f"{prefix}{name}", getattr(req, name))
+        for name in ("content", "name", "source", "url", "domain", "origin")
+    ]
+    parts += [(f"{prefix}tags.{n}", tag) for n, tag in enumerate(req.tags)]
     if req.metadata:
-        size += len(json.dumps(req.metadata, default=str).encode())
-    return size
-
-
-def check_scanned_bytes(size: int, limit: int, field_name: str, hint: str) -> None:
-    """413 when one call would have more than ``limit`` (``max_scanned_bytes``) of text
-    redacted: the redactor's worst case is about a second of CPU per MB, so a call's text is
-    bounded. Every write that redacts (a batch, an artifact body) checks here, before any
-    scan; ``hint`` says how to stay under it."""
-    if size > limit:
-        raise PayloadTooLarge(
-            f"{field_name}: {size} bytes of text to scan; at most {limit} per call ({hint})",
-            field=field_name,
-        )
+        parts.append((f"{prefix}metadata", req.metadata))
+    return parts
 
 
 def check_batch_keys(items: list[WriteItem]) -> None:
