@@ -17,6 +17,7 @@ from service.domain.auth import hash_key
 from service.domain.caller_cache import CallerCache
 from service.errors import InvalidInput, NotFound
 from service.store.models import ApiKey, Project
+from tests.conftest import Key
 
 SECRET = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
 
@@ -135,3 +136,13 @@ async def test_the_bootstrap_key_is_made_only_on_a_database_without_keys(
     await keys.create_key(session, org=org_name())
     assert await keys.bootstrap_admin_key(session) is None
     await session.rollback()
+
+
+async def test_keys_are_stored_hashed(key: Key, pg_url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute("SELECT key_hash, key_prefix FROM api_keys WHERE id = %s", (key.key_id,)).fetchall()
+        dump = conn.execute("SELECT string_agg(t::text, ' ') FROM api_keys t").fetchone()
+    assert rows and rows[0][0] != key.key
+    assert key.key not in (dump[0] or "")

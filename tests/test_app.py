@@ -1,0 +1,40 @@
+"""app.py: ``create_app`` mounts the faces side by side on one set of resources: the probes,
+the API under /v1, MCP at /mcp and the console at /ui; the lifespan opens the resources once
+and closes them; a body over ``max_body_bytes`` is refused (413) before any work, even before
+the key is looked at."""
+
+from __future__ import annotations
+
+import httpx
+from fastapi import FastAPI
+
+from service.app import create_app, state_of
+from service.embedding.fake import FakeEmbedder
+from tests.conftest import make_settings
+
+
+async def test_the_faces_share_one_set_of_resources_opened_by_the_lifespan(pg_url: str) -> None:
+    app = create_app(make_settings(pg_url), embedder=FakeEmbedder(), database_url=pg_url)
+    assert {"/healthz", "/readyz", "/v1/remember", "/v1/context"} <= set(app.openapi()["paths"])
+    assert "/mcp" in {getattr(r, "path", None) for r in app.router.routes}
+    async with app.router.lifespan_context(app):
+        resources = state_of(app)
+        assert resources.has_embedder
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            assert (await client.get("/readyz")).json()["status"] == "ready"
+            assert (await client.get("/v1/whoami")).status_code == 401
+            assert (await client.get("/ui/login")).status_code == 200
+    assert resources.engine.pool.checkedout() == 0
+
+
+def test_the_api_document_says_how_to_authenticate(app: FastAPI) -> None:
+    spec = app.openapi()
+    assert "Authorization: Bearer" in spec["info"]["description"]
+
+
+async def test_oversized_body_is_413_before_work(client: httpx.AsyncClient, auth: dict[str, str]) -> None:
+    big = b"x" * (5 * 1024 * 1024)
+    response = await client.post("/v1/whoami", content=big, headers=auth)
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "payload_too_large"
