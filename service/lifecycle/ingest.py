@@ -458,7 +458,8 @@ class _Refused(CtxpackError):
 
 class LocalTarget:
     """remember's batch path on the local database, one transaction per batch, as an
-    operator of one org."""
+    operator of one org, through the call runner (a failed batch is audited, transport
+    ``cli``)."""
 
     def __init__(self, resources: Any, caller: Any) -> None:
         self.resources = resources
@@ -468,7 +469,7 @@ class LocalTarget:
         from pydantic import ValidationError
 
         from service import operations
-        from service.domain.audit import AuditContext
+        from service.calls import Transport
         from service.schemas.memories import RememberBatchRequest
 
         try:
@@ -477,10 +478,15 @@ class LocalTarget:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
             raise InvalidInput(where, first["msg"]) from None
-        async with self.resources.runner.operator_session() as session:
-            op = operations.REMEMBER_BATCH
-            ctx = AuditContext(op.action, self.caller)
-            response = await op.answer(self.resources, session, self.caller, ctx, request)
+        # Through the call runner, as every face: one unit of work, the domain's audit row on
+        # success and the runner's (transport ``cli``) when the batch fails.
+        op = operations.REMEMBER_BATCH
+        response = await self.resources.runner.run(
+            self.caller,
+            op.action,
+            lambda session, caller, ctx: op.answer(self.resources, session, caller, ctx, request),
+            transport=Transport.CLI,
+        )
         return [r.model_dump(mode="json") for r in response.items]
 
     async def close(self) -> None:

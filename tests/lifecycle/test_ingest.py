@@ -18,6 +18,7 @@ import pytest
 from fastapi import FastAPI
 
 from service.embedding.fake import FakeEmbedder
+from service.errors import InvalidInput
 from service.lifecycle.ingest import (
     Checkpoint,
     HttpTarget,
@@ -30,7 +31,7 @@ from service.lifecycle.ingest import (
 )
 from service.lifecycle.local import operator
 from service.resources import open_resources
-from tests.conftest import Key, make_settings
+from tests.conftest import Key, SqlRows, make_settings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -411,3 +412,25 @@ async def test_unparsed_timestamps_are_counted_not_dropped_silently(pg_url: str,
     assert "timestamps not understood" in summary.text()
     dated = [r for r in memories(pg_url, key.org_id) if r[2] is not None]
     assert len(dated) == 1 and dated[0][2].isoformat() == "2023-12-29T00:51:12+00:00"
+
+
+async def test_a_refused_local_batch_is_audited_as_a_cli_call(
+    pg_url: str, key: Key, sql: SqlRows
+) -> None:
+    """The local target runs its batches through the call runner: a batch the domain refuses
+    (a namespace holding a secret) leaves the runner's failure row, transport ``cli``."""
+    secret_namespace = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+    fact = "The staging database listens on port 5433; the default 5432 is the legacy cluster."
+    async with local_target(pg_url, key) as target:
+        with pytest.raises(InvalidInput):
+            await target.send([{"namespace": secret_namespace, "content": fact}])
+        stored = await target.send([{"namespace": "kim", "content": fact}])
+    assert [i["status"] for i in stored] == ["created"]
+    rows = await sql(
+        "SELECT action, status_code, details->>'transport' FROM audit_events "
+        "WHERE org_id = :o ORDER BY created_at", o=key.org_id,
+    )  # fmt: skip
+    assert [tuple(r) for r in rows] == [("remember_batch", 422, "cli"), ("remember_batch", 200, None)]
+    assert secret_namespace not in str(await sql(
+        "SELECT request::text, details::text FROM audit_events WHERE org_id = :o", o=key.org_id
+    ))  # fmt: skip
