@@ -8,7 +8,6 @@ tests/api/test_artifacts.py."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -16,28 +15,17 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.domain import artifacts
-from service.domain import keys as key_service
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.errors import InvalidInput, NotFound, PayloadTooLarge, SharedMemoryReadOnly
 from service.schemas.artifacts import ArtifactCreate
 from tests.conftest import Key, KeyFactory, SqlRows
+from tests.domain.conftest import caller_of
 
 SECRET = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
 BODY = {"tries": 3, "base_s": 2, "codes": [502, 503]}
 
 
-@pytest.fixture
-async def session(app: FastAPI) -> AsyncIterator[AsyncSession]:
-    async with app.state.ctx.sessionmaker() as s:
-        yield s
-        await s.commit()
-
-
-async def caller_of(session: AsyncSession, key: Key) -> Caller:
-    caller = await key_service.authenticate(session, key.key)
-    assert caller is not None
-    return caller
 
 
 def ctx(caller: Caller) -> AuditContext:

@@ -6,7 +6,6 @@ read models bound to the caller's reach, and the sign-in throttle's per-address 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -20,19 +19,7 @@ from service.domain.auth import Caller
 from service.domain.rate_limit import RateLimiter
 from service.errors import InvalidInput, NotFound, PermissionDenied, ScopeDenied
 from tests.conftest import Key, KeyFactory, Seeder, SqlRows
-
-
-@pytest.fixture
-async def session(app: FastAPI) -> AsyncIterator[AsyncSession]:
-    async with app.state.ctx.sessionmaker() as s:
-        yield s
-        await s.commit()
-
-
-async def caller_of(session: AsyncSession, key: Key) -> Caller:
-    caller = await key_service.authenticate(session, key.key)
-    assert caller is not None
-    return caller
+from tests.domain.conftest import caller_of
 
 
 def ctx(action: str, caller: Caller) -> AuditContext:

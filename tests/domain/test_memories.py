@@ -16,7 +16,6 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.domain import keys as key_service
 from service.domain import memories
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
@@ -28,6 +27,7 @@ from service.errors import (
 )
 from service.schemas.memories import MemoryPatch
 from tests.conftest import Key, KeyFactory, SqlRows
+from tests.domain.conftest import caller_of
 
 FACT = "The staging database listens on port 5433; the default 5432 is the legacy cluster."
 OTHER = "Deploys freeze on Fridays after noon until the release manager signs off."
@@ -43,10 +43,6 @@ async def session(app: FastAPI) -> AsyncIterator[AsyncSession]:
         await s.rollback()
 
 
-async def caller_of(session: AsyncSession, key: Key) -> Caller:
-    caller = await key_service.authenticate(session, key.key)
-    assert caller is not None
-    return caller
 
 
 @pytest.fixture

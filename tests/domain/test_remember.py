@@ -7,36 +7,23 @@ every write path shares is tests/domain/writes/test_every_path.py."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.domain import keys as key_service
 from service.domain.audit import AuditContext
 from service.domain.auth import Caller
 from service.domain.remember import document_text, remember, remember_batch
 from service.errors import GateRejected, InvalidInput, ScopeDenied
 from service.schemas.memories import RememberBatchRequest, RememberRequest
 from tests.conftest import Key, KeyFactory, SqlRows
+from tests.domain.conftest import caller_of
 
 FACT = "The staging database listens on port 5433; the default 5432 is the legacy cluster."
 NEWER = "The staging database moved to port 6543 after the November migration."
 SECRET = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
 
 
-@pytest.fixture
-async def session(app: FastAPI) -> AsyncIterator[AsyncSession]:
-    async with app.state.ctx.sessionmaker() as s:
-        yield s
-        await s.commit()
-
-
-async def caller_of(session: AsyncSession, key: Key) -> Caller:
-    caller = await key_service.authenticate(session, key.key)
-    assert caller is not None
-    return caller
 
 
 async def write(app: FastAPI, session: AsyncSession, caller: Caller, **fields: object):  # type: ignore[no-untyped-def]

@@ -7,15 +7,12 @@ holds on every path is tests/domain/writes/test_every_path.py."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from service.domain import keys as key_service
 from service.domain.auth import Caller
 from service.domain.write_pipeline import WritePipeline
 from service.domain.writes.apply import later, store_items
@@ -23,6 +20,7 @@ from service.domain.writes.prepare import WriteItem, prepare
 from service.embedding import AsyncEmbedder
 from service.schemas.memories import RememberRequest
 from tests.conftest import Key, SqlRows
+from tests.domain.conftest import caller_of
 
 FACTS = [
     "The staging database listens on port 5433; the default 5432 is the legacy cluster.",
@@ -43,17 +41,6 @@ class Counting:
         return await self.inner.embed_documents(texts)
 
 
-@pytest.fixture
-async def session(app: FastAPI) -> AsyncIterator[AsyncSession]:
-    async with app.state.ctx.sessionmaker() as s:
-        yield s
-        await s.commit()
-
-
-async def caller_of(session: AsyncSession, key: Key) -> Caller:
-    caller = await key_service.authenticate(session, key.key)
-    assert caller is not None
-    return caller
 
 
 def items(app: FastAPI, caller: Caller, *bodies: dict[str, Any]) -> list[WriteItem]:
