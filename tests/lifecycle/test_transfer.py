@@ -402,7 +402,7 @@ async def test_a_failed_import_writes_nothing_and_is_audited_as_a_cli_call(
 
 
 async def test_an_import_line_over_the_scan_bound_is_refused_naming_the_field(
-    key: Key, pg_url: str, fresh_db: str, tmp_path: Path
+    key: Key, pg_url: str, tmp_path: Path
 ) -> None:
     from service.errors import PayloadTooLarge
 
@@ -421,12 +421,12 @@ async def test_an_import_line_over_the_scan_bound_is_refused_naming_the_field(
     assert rows_[0][2] == {"error_code": "payload_too_large", "field": "content", "transport": "cli"}
 
     # Into a new org: refused before the org is made (nothing written, nowhere to audit).
-    async with open_resources(make_settings(fresh_db, max_scanned_bytes=limit), database_url=fresh_db,
-                              embedder=FakeEmbedder(), listen=False) as res:
+    new_org = f"bigfile-{uuid.uuid4().hex[:8]}"
+    async with open_resources(settings, database_url=pg_url, embedder=FakeEmbedder(), listen=False) as res:
         with pytest.raises(PayloadTooLarge):
-            await import_store(res, path, org="bigfile")
-    with psycopg.connect(fresh_db) as conn:
-        assert conn.execute("SELECT count(*) FROM orgs WHERE name = 'bigfile'").fetchone() == (0,)
+            await import_store(res, path, org=new_org)
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM orgs WHERE name = %s", (new_org,)).fetchone() == (0,)
 
 
 class Unwritable(io.StringIO):
