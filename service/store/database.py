@@ -105,7 +105,8 @@ def size_shared_buffers(server: Any, mb: int) -> None:
         server.ensure_postgres_running()
 
 
-def _with_database(url: str, database: str) -> str:
+def with_database(url: str, database: str) -> str:
+    """The URL of ``database`` on the server of ``url`` (its path replaced, all else kept)."""
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, "/" + database, parts.query, parts.fragment))
 
@@ -127,7 +128,7 @@ def resolve_database_url(settings: Settings) -> str:
     )
     admin = server.get_uri()
     ensure_database(admin, settings.database_name)
-    return str(_with_database(admin, settings.database_name))
+    return str(with_database(admin, settings.database_name))
 
 
 def libpq_url(url: str) -> str:

@@ -24,9 +24,9 @@ from service.lifecycle.local import LocalResources
 from service.lifecycle.transfer import export_store, import_store
 from service.resources import open_resources
 from service.store.database import (
-    _with_database,
     ensure_database,
     upgrade,
+    with_database,
 )
 from tests.conftest import Key, make_settings
 
@@ -51,7 +51,7 @@ async def fresh_db(pg_server: Any) -> str:
     admin = pg_server.get_uri()
     name = f"ctxpack_rt_{uuid.uuid4().hex[:8]}"
     ensure_database(admin, name)
-    url = str(_with_database(admin, name))
+    url = str(with_database(admin, name))
     upgrade(url)
     return url
 
