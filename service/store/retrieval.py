@@ -29,7 +29,9 @@ statement touches, neighbours included, passes the same predicates.
 from __future__ import annotations
 
 import contextlib
+import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -567,9 +569,14 @@ async def use_indexes(session: AsyncSession, ef_search: int) -> None:
     filtering them; the indexes of a wide scope are hot, so a random read is not 4 sequential
     ones (EXPLAIN ANALYZE in docs/context.md, 'Big scopes')."""
     if _engine_option(session, "ctxpack_citus"):
-        await session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
-        await session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-        await session.execute(text(f"SET LOCAL random_page_cost = {WIDE_RANDOM_PAGE_COST}"))
+        # One round trip: three statements in one simple query (no parameters to bind).
+        await session.execute(
+            text(
+                f"SET LOCAL hnsw.ef_search = {int(ef_search)}; "
+                "SET LOCAL hnsw.iterative_scan = relaxed_order; "
+                f"SET LOCAL random_page_cost = {float(WIDE_RANDOM_PAGE_COST)}"
+            )
+        )
         return
     await session.execute(
         text(
@@ -584,6 +591,47 @@ async def use_indexes(session: AsyncSession, ef_search: int) -> None:
         ),
         {"ef": str(ef_search), "rpc": str(WIDE_RANDOM_PAGE_COST)},
     )
+
+
+# Each shard's row count and ``tsv`` statistics, read on its worker (as Citus's own
+# ``citus_stats`` view does): one JSON text per shard; "%s" is the shard's name.
+SHARD_STATS_SQL = """
+    SELECT r.result
+    FROM run_command_on_shards('memories', $cmd$
+        SELECT json_build_object(
+            'rows', greatest(c.reltuples, 0),
+            'elems', CAST(CAST(s.most_common_elems AS text) AS text[]),
+            'freqs', s.most_common_elem_freqs)
+        FROM pg_class c
+        LEFT JOIN pg_stats s
+          ON s.tablename = c.relname AND s.attname = 'tsv'
+         AND s.schemaname = (SELECT nspname FROM pg_namespace WHERE oid = c.relnamespace)
+        WHERE c.oid = '%s'::regclass
+    $cmd$) r
+    WHERE r.success"""
+
+
+def shard_common_terms(shards: Sequence[str], min_freq: float, min_rows: float) -> dict[str, float]:
+    """``common_terms`` of a distributed table from its shards' statistics
+    (``SHARD_STATS_SQL``): a lexeme's frequency is its shards' frequencies weighted by their
+    row counts. A shard that does not list a lexeme among its most common elements counts it
+    as absent (it is rarer there than that shard's cut-off), so a frequency is never
+    overstated."""
+    total = 0.0
+    counts: dict[str, float] = {}
+    for raw in shards:
+        stats = json.loads(raw)
+        rows = max(float(stats.get("rows") or 0.0), 0.0)
+        total += rows
+        # most_common_elem_freqs ends with three summary numbers: zip stops at the elements.
+        elems = stats.get("elems") or []
+        freqs = stats.get("freqs") or []
+        for lexeme, freq in zip(elems, freqs, strict=False):
+            if lexeme is not None and freq is not None:
+                counts[lexeme] = counts.get(lexeme, 0.0) + float(freq) * rows
+    if total <= 0 or total < min_rows:
+        return {}
+    return {lexeme: count / total for lexeme, count in counts.items() if count / total >= min_freq}
 
 
 class RetrievalRepository:
@@ -630,27 +678,36 @@ class RetrievalRepository:
         the table's statistics (``pg_stats.most_common_elems`` of ``tsv``, which ANALYZE
         keeps); none while the table holds fewer than ``min_rows`` rows, whose posting lists
         are short enough to read whole. Remembered for ``COMMON_TERMS_TTL`` seconds: the
-        frequencies only steer which matches a wide scope reads (``selective_hits_ctes``)."""
+        frequencies only steer which matches a wide scope reads (``selective_hits_ctes``).
+
+        On a Citus coordinator the distributed table has no statistics of its own: its
+        shards' are read on the workers (``shard_common_terms``) and weighted by each
+        shard's row count."""
         bind = self.session.bind
         url = bind.url if isinstance(bind, AsyncEngine) else None
         key = (str(url), min_freq, min_rows)
         terms = _COMMON_TERMS.get(key)
         if terms is None:
-            sql = text(
-                """
-                SELECT e.lexeme, e.freq
-                FROM pg_stats s
-                CROSS JOIN LATERAL unnest(CAST(CAST(s.most_common_elems AS text) AS text[]),
-                                          s.most_common_elem_freqs) AS e(lexeme, freq)
-                WHERE s.schemaname = current_schema() AND s.tablename = 'memories'
-                  AND s.attname = 'tsv' AND e.lexeme IS NOT NULL AND e.freq >= :min_freq
-                  AND (SELECT c.reltuples FROM pg_class c
-                       WHERE c.oid = CAST('memories' AS regclass)) >= :min_rows
-                """
-            )
-            params = {"min_freq": min_freq, "min_rows": min_rows}
-            rows = (await self.session.execute(sql, params)).all()
-            terms = {str(lexeme): float(freq) for lexeme, freq in rows}
+            if _engine_option(self.session, "ctxpack_citus"):
+                shards = (await self.session.execute(text(SHARD_STATS_SQL))).scalars().all()
+                terms = shard_common_terms(shards, min_freq, min_rows)
+            else:
+                sql = text(
+                    """
+                    SELECT e.lexeme, e.freq
+                    FROM pg_stats s
+                    CROSS JOIN LATERAL unnest(
+                        CAST(CAST(s.most_common_elems AS text) AS text[]),
+                        s.most_common_elem_freqs) AS e(lexeme, freq)
+                    WHERE s.schemaname = current_schema() AND s.tablename = 'memories'
+                      AND s.attname = 'tsv' AND e.lexeme IS NOT NULL AND e.freq >= :min_freq
+                      AND (SELECT c.reltuples FROM pg_class c
+                           WHERE c.oid = CAST('memories' AS regclass)) >= :min_rows
+                    """
+                )
+                params = {"min_freq": min_freq, "min_rows": min_rows}
+                rows = (await self.session.execute(sql, params)).all()
+                terms = {str(lexeme): float(freq) for lexeme, freq in rows}
             _COMMON_TERMS.put(key, terms)
         return terms
 
