@@ -17,6 +17,7 @@ from sqlalchemy import (
     bindparam,
     case,
     cast,
+    column,
     delete,
     false,
     func,
@@ -111,16 +112,19 @@ _QUEUED_VALUES = {
     "details": "CAST(r.details AS jsonb)",
     "memory_ids": "CAST(r.memory_ids AS uuid[])",
 }
-_RECORD_QUEUED = text(
-    "INSERT INTO audit_events ("
-    + ", ".join(("created_at", *_CALL_COLUMNS))
-    + ") SELECT now() - make_interval(secs => r.age_seconds), "
-    + ", ".join(_QUEUED_VALUES[c] for c in _CALL_COLUMNS)
-    + " FROM unnest("
-    + ", ".join(f"CAST(:{c} AS {t}[])" for c, t in _QUEUED_TYPES.items())
-    + ") AS r("
-    + ", ".join(_QUEUED_TYPES)
-    + ")"
+_RECORD_QUEUED = insert(_table).from_select(
+    ["created_at", *_CALL_COLUMNS],
+    # An INSERT statement (not bare text), so that a replica session
+    # (store/database.py:ReplicaSession) sends it to the primary like any write.
+    text(
+        "SELECT now() - make_interval(secs => r.age_seconds), "
+        + ", ".join(_QUEUED_VALUES[c] for c in _CALL_COLUMNS)
+        + " FROM unnest("
+        + ", ".join(f"CAST(:{c} AS {t}[])" for c, t in _QUEUED_TYPES.items())
+        + ") AS r("
+        + ", ".join(_QUEUED_TYPES)
+        + ")"
+    ).columns(*(column(c) for c in ("created_at", *_CALL_COLUMNS))),
 )
 
 
