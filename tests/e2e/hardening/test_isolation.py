@@ -570,7 +570,7 @@ async def test_audit_rows_of_other_projects_are_not_listed(
             assert {uuid.UUID(i) for i in row["memory_ids"]} <= reach, row
 
 
-async def test_queued_read_rows_stay_within_the_keys_reach(app_with: AppFactory) -> None:
+async def test_audit_rows_of_queued_reads_stay_within_the_keys_reach(app_with: AppFactory) -> None:
     """With read_audit = queued (rows written only when the trail is read, or at shutdown),
     the listing holds the subject's own reads and nothing out of its reach; another org's
     rows are not found by id."""
