@@ -145,7 +145,9 @@ async def export_store(
         return summary
 
     # Through the call runner, as every face: one unit of work, and an audit row (transport
-    # ``cli`` on a failure's) whether the export succeeds or fails.
+    # ``cli`` on a failure's) whether the export succeeds or fails. Not ``read_only``: a
+    # one-shot command's row is written in its own transaction, never left to a read-audit
+    # queue (domain/audit/read_queue.py) of a process about to exit.
     return await resources.runner.run(operator(org_row.org_id), op.action, run, transport=Transport.CLI)
 
 
