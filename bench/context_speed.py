@@ -177,9 +177,15 @@ def seed_orgs(
 
 
 def seed(
-    database_url: str, org_id: uuid.UUID, users: int, per_user: int, cache: Path, prefix: str
+    database_url: str,
+    org_id: uuid.UUID,
+    users: int,
+    per_user: int,
+    cache: Path,
+    prefix: str,
+    rng_seed: int = 7,
 ) -> None:
-    seed_orgs(database_url, [org_id], users, per_user, cache, prefix)
+    seed_orgs(database_url, [org_id], users, per_user, cache, prefix, seed=rng_seed)
 
 
 async def measure(
@@ -246,6 +252,13 @@ def main() -> int:
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--per-user", type=int, default=100)
     parser.add_argument("--prefix", default="speed-", help="namespace prefix of the seeded users")
+    parser.add_argument(
+        "--rng-seed",
+        type=int,
+        default=7,
+        help="the seed's random seed: the same one gives the same rows, ids included; give "
+        "another one to seed a second set of users into the same store",
+    )
     parser.add_argument("--vectors", type=Path, default=Path("/tmp/ctxpack-locomo-minilm.npy"))
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=1)
@@ -270,7 +283,15 @@ def main() -> int:
         if args.data_dir:
             overrides["data_dir"] = args.data_dir
         url = libpq_url(resolve_database_url(Settings(**overrides)))
-        seed(url, uuid.UUID(who["org_id"]), args.users, args.per_user, args.vectors, args.prefix)
+        seed(
+            url,
+            uuid.UUID(who["org_id"]),
+            args.users,
+            args.per_user,
+            args.vectors,
+            args.prefix,
+            args.rng_seed,
+        )
     results = {}
     for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
         results[mode] = asyncio.run(
