@@ -15,7 +15,8 @@ its recall and its latency, on the goals of LoCoMo and of the agent corpus.
   service's own document lane), then every goal is asked through ``POST /v1/context``
   (deep_search, limit 10, hybrid and vector-only) by an app whose embedder has
   ``query_precision=fp32``, then by one with ``int8``, on the same stored rows. Evidence
-  R@5 / R@10 per corpus and lane, and how often the two lanes return the same top 10.
+  R@5 / R@10 per corpus and lane, and how often the two lanes return the same top 10
+  (``--control`` asks with fp32 a second time: the same top 10 an unchanged lane returns).
 
 ``timing``: per-query latency of ``embed_query`` on both lanes, the same goals in the same
 process, fp32 and int8 alternating which runs first; at 1 thread and at the service's
@@ -189,6 +190,8 @@ async def recall_by_lane(
     by_lane: dict[str, dict[tuple[str, str], list[list[str]]]] = {}
     for precision in LANES:
         key, by_lane[precision] = await ask_lane(precision, url, work, args.model_cache, data, key)
+    if args.control:
+        key, by_lane["control"] = await ask_lane("fp32", url, work, args.model_cache, data, key)
     out: dict[str, Any] = defaultdict(dict)
     for corpus, (_, queries) in data.items():
         for mode in MODES:
@@ -199,6 +202,11 @@ async def recall_by_lane(
                         queries, by_lane[precision][(corpus, mode)], k
                     )
             row.update(agreement(by_lane["fp32"][(corpus, mode)], by_lane["int8"][(corpus, mode)]))
+            if args.control:
+                again = agreement(
+                    by_lane["fp32"][(corpus, mode)], by_lane["control"][(corpus, mode)]
+                )
+                row["control_same_top"] = again["same_top"]
             out[corpus][mode] = row
     return dict(out)
 
@@ -215,6 +223,8 @@ def print_quality(report: dict[str, Any]) -> None:
         f"{'corpus':<8} {'mode':<7} {'goals':>6} {'fp32 R@5':>9} {'int8 R@5':>9} "
         f"{'fp32 R@10':>10} {'int8 R@10':>10} {'same top10':>11} {'overlap':>8}"
     )
+    control = any("control_same_top" in r for m in report["recall"].values() for r in m.values())
+    head += f" {'fp32 again':>11}" if control else ""
     print(head)
     print("-" * len(head))
     for corpus, modes in report["recall"].items():
@@ -223,6 +233,7 @@ def print_quality(report: dict[str, Any]) -> None:
                 f"{corpus:<8} {mode:<7} {r['n']:>6} {r['fp32 R@5']:>9.2f} {r['int8 R@5']:>9.2f} "
                 f"{r['fp32 R@10']:>10.2f} {r['int8 R@10']:>10.2f} {r['same_top']:>10.1f}% "
                 f"{r['overlap']:>7.1f}%"
+                + (f" {r['control_same_top']:>10.1f}%" if "control_same_top" in r else "")
             )
 
 
@@ -328,6 +339,7 @@ def main() -> int:
     q.add_argument("--groups", type=int, default=0, help="groups per corpus (0: all)")
     q.add_argument("--no-recall", action="store_true", help="the cosines only")
     q.add_argument("--reuse", action="store_true", help="keep the last run's database")
+    q.add_argument("--control", action="store_true", help="ask with fp32 twice (determinism)")
     q.add_argument("--database-url", default=None, help="a server instead of the embedded one")
     q.add_argument("--out", type=Path, default=CACHE / "query_lane_quality.json")
     t = sub.add_parser("timing", help="embed_query latency per lane (quiet machine only)")

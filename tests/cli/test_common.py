@@ -73,7 +73,7 @@ def test_a_refused_setting_names_its_variable_its_value_and_what_it_takes(
         "invalid setting CTXPACK_QUERY_PRECISION='int4': Input should be 'fp32' or 'int8'"
     )
     monkeypatch.setenv("CTXPACK_PORT", "x")
-    with pytest.raises(InvalidInput, match="CTXPACK_PORT='x'.*; invalid setting CTXPACK_QUERY"):
+    with pytest.raises(InvalidInput, match=r"CTXPACK_PORT='x'.*; invalid setting CTXPACK_QUERY"):
         settings_from(parsed())
     # The command says so in one line, exit status 2, before it opens anything.
     monkeypatch.delenv("CTXPACK_PORT")
