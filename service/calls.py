@@ -21,7 +21,10 @@ is, in this order:
    both read there instead, and write their audit row on the primary; ``primary=True``
    (the ``X-Ctxpack-Consistency: primary`` header) keeps such a read on the primary;
 4. **audit**: the domain function writes the call's row inside the unit of work, so an
-   acknowledged write is always audited; when the call fails, ``record_failure`` writes the
+   acknowledged write is always audited (with ``read_audit = queued``, a read call's row
+   waits on the unit of work and goes to the read-audit queue when it commits:
+   ``domain/audit/read_queue.py``; ``run(read_only=...)`` and ``api/deps.py:audited`` mark
+   such calls from the operation table); when the call fails, ``record_failure`` writes the
    row in a fresh transaction (the call's own work was rolled back): outcome ``rejected``
    (422), ``refused`` (other 4xx) or ``error`` (5xx), ``details.error_code``, the gate's
    reason codes, the field at fault, and ``details.transport`` for calls that did not come
@@ -216,14 +219,23 @@ class CallRunner:
         self, pool: Pool = "write", *, primary: bool = False
     ) -> AsyncIterator[AsyncSession]:
         """One session: commit on success, roll back on any error. ``primary``: a read
-        pool's call reads the primary even when a replica is configured."""
+        pool's call reads the primary even when a replica is configured.
+
+        With a read-audit queue, the rows read calls deferred in the session are queued
+        once it commits, and dropped when it rolls back (``domain/audit/read_queue.py``)."""
+        queue = self.resources.read_audit
         async with self._sessionmaker(pool, primary)() as session:
+            deferred = audit_service.attach(session, queue) if queue is not None else None
             try:
                 yield session
                 await session.commit()
             except BaseException:
+                if deferred is not None:
+                    deferred.discard()
                 await session.rollback()
                 raise
+            if deferred is not None:
+                deferred.commit()
 
     def operator_session(self) -> contextlib.AbstractAsyncContextManager[AsyncSession]:
         """A unit of work for operator commands (no key, no audit row)."""
@@ -277,6 +289,7 @@ class CallRunner:
         primary: bool = False,
         transport: Transport = Transport.MCP,
         request: dict[str, Any] | None = None,
+        read_only: bool = False,
     ) -> T:
         """Run one call: authenticate, rate limit, unit of work, audit on failure.
 
@@ -290,12 +303,14 @@ class CallRunner:
             primary: read on the primary even when a replica is configured.
             transport: the face, recorded in failure rows.
             request: what a rate-limit refusal's row keeps of the request.
+            read_only: the operation changes nothing stored but its audit row (the
+                operation table's flag): its row may go to the read-audit queue.
 
         Raises:
             whatever the call raised, after its failure row is written.
         """
         caller = await self.caller_for(credential, request=request, transport=transport)
-        ctx = AuditContext(action=action, caller=caller)
+        ctx = AuditContext(action=action, caller=caller, read_only=read_only)
         try:
             async with self.unit_of_work(pool, primary=primary) as session:
                 return await fn(session, caller, ctx)

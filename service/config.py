@@ -282,6 +282,30 @@ class _CoreSettings(BaseSettings):
         description="Seconds between passes of the audit retention job, which deletes rows "
         "older than their org's retention (0 disables the job).",
     )
+    read_audit: Literal["inline", "queued"] = Field(
+        "inline",
+        description="How a read call (context, get, list, tool results, assemble, replay) "
+        "writes its audit row. `inline`: an INSERT in the call's own transaction. `queued`: "
+        "the row (redacted, its id already in the answer) goes to a bounded queue in the "
+        "process that one background task writes in batches; a full queue falls back to "
+        "inline, shutdown drains it, and reads of the trail in the same process flush it "
+        "first (docs/audit.md). Write calls always write their row inline.",
+    )
+    read_audit_queue_rows: int = Field(
+        10_000,
+        ge=1,
+        description="With `read_audit=queued`: rows the queue holds (those of calls not yet "
+        "committed included); when it is full, a read call writes its row inline.",
+    )
+    read_audit_batch_rows: int = Field(
+        500, ge=1, description="With `read_audit=queued`: most rows written per INSERT."
+    )
+    read_audit_flush_ms: float = Field(
+        5.0,
+        gt=0,
+        description="With `read_audit=queued`: how long the first queued row waits for a "
+        "batch to fill before the writer writes what it has.",
+    )
     metrics_enabled: bool = Field(True, description="Serve Prometheus metrics at /metrics.")
     print_bootstrap_key: bool = Field(
         True, description="On an empty database, `serve` creates an admin key and prints it once."

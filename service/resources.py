@@ -24,6 +24,9 @@ What it holds:
   this one: ``rate_limit_backend``), or None when ``rate_limit_per_minute`` is 0;
 - ``pipeline``: the write pipeline (one ``Redactor`` and one ``WriteGate``, shared by every
   write);
+- ``read_audit``: with ``read_audit = queued``, the read-audit queue and its writer task
+  (``domain/audit/read_queue.py``), on the primary's pool; drained when the resources
+  close, before the pools are disposed of. None with ``inline`` (the default);
 - ``runner``: the call runner (``service.calls``) bound to these resources.
 
 Opening builds nothing per call; closing stops the listener and disposes of every pool.
@@ -44,6 +47,7 @@ import anyio.to_thread
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from service.config import Settings
+from service.domain.audit import ReadAuditQueue
 from service.domain.caller_cache import CallerCache
 from service.domain.rate_limit import Limiter, RateLimiter, SharedRateLimiter
 from service.domain.write_pipeline import WritePipeline
@@ -81,6 +85,7 @@ class Resources:
     read_sessionmaker: async_sessionmaker[AsyncSession] | None = None
     read_pack_sessionmaker: async_sessionmaker[AsyncSession] | None = None
     model: Embedder | None = None
+    read_audit: ReadAuditQueue | None = None
     _embedder: AsyncEmbedder | None = field(default=None, repr=False)
     _runner: CallRunner | None = field(default=None, repr=False)
 
@@ -199,6 +204,10 @@ async def open_resources(
         async with contextlib.AsyncExitStack() as stack:
             if listen and resources.callers.ttl > 0:
                 await stack.enter_async_context(_revocation_listener(resources))
+            if settings.read_audit == "queued":
+                resources.read_audit = await stack.enter_async_context(
+                    _read_audit_queue(resources).running()
+                )
             yield resources
     finally:
         for each in (engine, pack_engine, read_engine, read_pack_engine):
@@ -214,6 +223,19 @@ def _limiter(
     if settings.rate_limit_backend == "memory":
         return RateLimiter(per_minute, burst)
     return SharedRateLimiter(autocommit_engine, per_minute, burst)
+
+
+def _read_audit_queue(resources: Resources) -> ReadAuditQueue:
+    """The read-audit queue on the primary's pool. On Citus each org's rows of a batch are
+    one INSERT and one transaction (one shard, one-phase commit)."""
+    settings = resources.settings
+    return ReadAuditQueue(
+        resources.sessionmaker,
+        capacity=settings.read_audit_queue_rows,
+        batch_rows=settings.read_audit_batch_rows,
+        flush_seconds=settings.read_audit_flush_ms / 1000,
+        per_org=resources.citus,
+    )
 
 
 async def _check_schema(resources: Resources) -> None:

@@ -97,13 +97,13 @@ EmbedderDep = Annotated[AsyncEmbedder, Depends(get_embedder)]
 
 
 def audited(operation: Operation[Any, Any]) -> Callable[..., Coroutine[Any, Any, AuditContext]]:
-    """A dependency that opens the audit context of a call of ``operation`` (its action is
-    the operation table's). On failure the error handler has the call runner write the row
-    (the call's own transaction having rolled back)."""
+    """A dependency that opens the audit context of a call of ``operation`` (its action and
+    read-only flag are the operation table's). On failure the error handler has the call
+    runner write the row (the call's own transaction having rolled back)."""
 
     async def dependency(request: Request, caller: CallerDep) -> AuditContext:
         started = getattr(request.state, "started", None)
-        ctx = AuditContext(action=operation.action, caller=caller)
+        ctx = AuditContext(action=operation.action, caller=caller, read_only=operation.read_only)
         if started is not None:
             ctx.started = started
         request.state.audit = ctx

@@ -83,6 +83,7 @@ class ConsoleCalls:
             # A person who just edited a memory sees it: the console never reads a replica.
             primary=True,
             transport=Transport.CONSOLE,
+            read_only=operation.read_only,
         )
 
     async def call(self, operation: Operation[Req, Out], request: Req) -> Out:

@@ -519,11 +519,7 @@ async def assemble(
                 "no room left after tool results and task state (memory is cut second)",
             )
         else:
-            sub = AuditContext(
-                action=AuditAction.CONTEXT,
-                caller=caller,
-                details_extra={"part_of": str(ctx.audit_id)},
-            )
+            sub = ctx.part(AuditAction.CONTEXT)
             pack = await compile_context(
                 session,
                 embedder,
@@ -640,9 +636,7 @@ async def _task_state(
     (each read audited, ``part_of`` this call)."""
     entries: list[dict[str, Any]] = []
     for n, ref in enumerate(req.task_state):
-        sub = AuditContext(
-            action=AuditAction.ARTIFACT, caller=caller, details_extra={"part_of": str(ctx.audit_id)}
-        )
+        sub = ctx.part(AuditAction.ARTIFACT)
         fields = ",".join(ref.fields) if ref.fields else None
         try:
             got = await read_artifact(session, caller, sub, ref.artifact_id, fields, ref.namespace)

@@ -137,6 +137,7 @@ async def overview(session: AsyncSession, caller: Caller, now: datetime | None =
     )
     days = [(start + timedelta(days=i)).date().isoformat() for i in range(SERIES_DAYS)]
     f = dataclasses.replace(audit_service.visibility(caller), since=start)
+    await audit_service.settle(session)
     packs = await repo.pack_series(f)
     pack_calls = [0] * SERIES_DAYS
     gated = [0] * SERIES_DAYS

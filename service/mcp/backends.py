@@ -103,6 +103,7 @@ class LocalBackend:
             pool=op.pool,
             transport=Transport.MCP,
             request={"tool": str(op.action)},
+            read_only=op.read_only,
         )
 
     async def refused(self, rc: RequestContext, action: AuditAction, error: CtxpackError) -> None:

@@ -17,6 +17,7 @@ from sqlalchemy import (
     bindparam,
     case,
     cast,
+    column,
     delete,
     false,
     func,
@@ -78,6 +79,58 @@ _RECORD_CALL = insert(_table).from_select(
         *(cast(bindparam(c, type_=_table.c[c].type), _table.c[c].type) for c in _CALL_COLUMNS)
     ).select_from(_relax),
 )
+
+# A batch of queued rows (domain/audit/read_queue.py), one statement whatever its size: each
+# column arrives as one array (memory_ids as the text of a uuid[] and request/details as
+# JSON text, since a parameter cannot be an array of arrays or of jsonb), so the statement
+# text never changes and is prepared once. created_at is the database's clock minus each
+# row's age: the time the call recorded it, on the clock every other row is stamped with.
+_QUEUED_TYPES = {
+    "org_id": "uuid",
+    "id": "uuid",
+    "key_id": "uuid",
+    "caller": "text",
+    "action": "text",
+    "namespace": "text",
+    "request": "text",
+    "outcome": "text",
+    "status_code": "int",
+    "memory_ids": "text",
+    "details": "text",
+    "redaction_count": "int",
+    "rejection_count": "int",
+    "latency_ms": "float8",
+    "age_seconds": "float8",
+}
+_QUEUED_VALUES = {
+    **{c: f"r.{c}" for c in _CALL_COLUMNS},
+    "caller": "CAST(r.caller AS varchar)",
+    "action": "CAST(r.action AS varchar)",
+    "namespace": "CAST(r.namespace AS varchar)",
+    "outcome": "CAST(r.outcome AS varchar)",
+    "request": "CAST(r.request AS jsonb)",
+    "details": "CAST(r.details AS jsonb)",
+    "memory_ids": "CAST(r.memory_ids AS uuid[])",
+}
+_RECORD_QUEUED = insert(_table).from_select(
+    ["created_at", *_CALL_COLUMNS],
+    # An INSERT statement (not bare text), so that a replica session
+    # (store/database.py:ReplicaSession) sends it to the primary like any write.
+    text(
+        "SELECT now() - make_interval(secs => r.age_seconds), "
+        + ", ".join(_QUEUED_VALUES[c] for c in _CALL_COLUMNS)
+        + " FROM unnest("
+        + ", ".join(f"CAST(:{c} AS {t}[])" for c, t in _QUEUED_TYPES.items())
+        + ") AS r("
+        + ", ".join(_QUEUED_TYPES)
+        + ")"
+    ).columns(*(column(c) for c in ("created_at", *_CALL_COLUMNS))),
+)
+
+
+def uuid_array_text(ids: list[uuid.UUID]) -> str:
+    """``ids`` as the text of a Postgres ``uuid[]`` (``{a,b}``)."""
+    return "{" + ",".join(str(i) for i in ids) + "}"
 
 
 @dataclass(frozen=True)
@@ -157,6 +210,22 @@ class AuditRepository:
         await self.session.flush()
         await self.session.execute(_RECORD_CALL, values)
 
+    async def commit_asynchronously(self) -> None:
+        """Let this transaction commit without waiting for the WAL flush (``SET LOCAL``), as
+        a read call's own row does (see ``_RECORD_CALL``): for a transaction that writes
+        only rows of read calls."""
+        await self.session.execute(text("SELECT set_config('synchronous_commit', 'off', true)"))
+
+    async def record_queued(self, rows: builtins.list[dict[str, Any]]) -> None:
+        """Insert queued rows of read calls with one statement (``_RECORD_QUEUED``).
+
+        Each row holds every column of ``_CALL_COLUMNS`` as ``record_call`` takes them (JSON
+        columns as JSON text, ``memory_ids`` as ``uuid_array_text``), plus ``age_seconds``:
+        how long ago the call recorded it."""
+        await self.session.execute(
+            _RECORD_QUEUED, {c: [row[c] for row in rows] for c in _QUEUED_TYPES}
+        )
+
     async def add(self, **values: Any) -> uuid.UUID:
         """Insert a row with any columns given (``created_at`` included), synchronously."""
         audit_id = values.pop("id", None) or uuid.uuid4()
@@ -226,9 +295,7 @@ class AuditRepository:
         """The database's clock (rows are stamped with it, not with this process's)."""
         return (await self.session.execute(select(func.now()))).scalar_one()
 
-    async def recorded_names(
-        self, org_id: uuid.UUID, memory_id: uuid.UUID
-    ) -> builtins.list[str]:
+    async def recorded_names(self, org_id: uuid.UUID, memory_id: uuid.UUID) -> builtins.list[str]:
         """The names and keys recorded (``request.name``, ``request.key``) in the rows naming
         ``memory_id``: the name each remember or artifact call gave or derived, which a later
         PATCH may have changed (erasing the current name alone would leave the former ones

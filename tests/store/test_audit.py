@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
-from service.store.audit import AuditFilter, AuditRepository
+from service.store.audit import AuditFilter, AuditRepository, uuid_array_text
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -100,3 +100,34 @@ async def test_memory_ids_are_found_stored_or_as_tombstones(repo: AuditRepositor
     assert await repo.memory_ids_among(org, [erased, unknown]) == {erased}
     assert await repo.memory_ids_among(uuid.uuid4(), [erased]) == set()
     assert await repo.memory_ids_among(org, []) == set()
+
+
+async def test_queued_rows_go_in_with_one_statement_stamped_by_their_age(
+    repo: AuditRepository,
+) -> None:
+    org, key = uuid.uuid4(), uuid.uuid4()
+    memories = [uuid.uuid4(), uuid.uuid4()]
+    base: dict[str, Any] = {
+        "org_id": org, "key_id": key, "caller": "k", "action": "context", "namespace": "alice",
+        "outcome": "ok", "status_code": 200, "redaction_count": 1, "rejection_count": 0,
+        "latency_ms": 2.5,
+    }  # fmt: skip
+    rows = [
+        {**base, "id": uuid.uuid4(), "request": '{"goal": "caf\\u00e9"}', "details": "{}",
+         "memory_ids": uuid_array_text(memories), "age_seconds": 60.0},
+        {**base, "id": uuid.uuid4(), "key_id": None, "namespace": None, "request": "{}",
+         "details": '{"items": [{"id": "x", "score": 0.5}]}', "memory_ids": uuid_array_text([]),
+         "age_seconds": 0.0},
+    ]  # fmt: skip
+    now = await repo.db_now()
+    await repo.record_queued(rows)
+    found = {r.id: r for r in await repo.list(AuditFilter(org), limit=10)}
+    old, new = found[rows[0]["id"]], found[rows[1]["id"]]
+    assert (old.request, old.memory_ids, old.key_id, old.latency_ms) == (
+        {"goal": "café"}, memories, key, 2.5
+    )
+    assert (new.details, new.memory_ids, new.key_id, new.namespace) == (
+        {"items": [{"id": "x", "score": 0.5}]}, [], None, None
+    )
+    # now() is the transaction's start, as db_now read it: the ages are exact.
+    assert (now - old.created_at, new.created_at) == (timedelta(seconds=60), now)

@@ -1,5 +1,6 @@
-"""The audit trail: writing it (``record``), reading it (``trail``), replaying a recorded
-context call (``replay``) and pruning it (``retention``). See each module's docstring for its
+"""The audit trail: writing it (``record``, and for read calls optionally the batched
+``read_queue``), reading it (``trail``), replaying a recorded context call (``replay``) and
+pruning it (``retention``). See each module's docstring for its
 rules.
 
 The names of ``record``, ``trail`` and ``retention`` are re-exported here
@@ -9,6 +10,11 @@ since it compiles packs through ``domain.context``, which records through this p
 
 from __future__ import annotations
 
+from service.domain.audit.read_queue import (
+    ReadAuditQueue,
+    attach,
+    settle,
+)
 from service.domain.audit.record import (
     ERASED,
     AuditAction,
@@ -36,6 +42,8 @@ __all__ = [
     "AuditAction",
     "AuditContext",
     "PruneResult",
+    "ReadAuditQueue",
+    "attach",
     "decode_cursor",
     "encode_cursor",
     "erase_from_trail",
@@ -47,6 +55,7 @@ __all__ = [
     "record",
     "resolve_org",
     "run_retention",
+    "settle",
     "summary_of",
     "tail_audit",
     "visibility",

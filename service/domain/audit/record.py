@@ -5,6 +5,10 @@ acknowledged write is always audited), in a fresh one when it fails (the failed 
 is rolled back, its audit row is not; the call runner, ``service/calls.py``, writes it).
 Rows hold no memory content and no redacted secret: only names, ids, counts and labels.
 
+With ``read_audit = queued``, a successful read call's row (``AuditContext.read_only``) goes
+to the process's read-audit queue once the call commits, instead of into its transaction;
+its id is the same (``AuditContext.audit_id``). See ``read_queue.py``.
+
 Tombstones. Deleting a memory erases it, but its id stays in the ``memory_ids`` of the rows
 that wrote or returned it, so ``memory_id=<deleted id>`` still lists its history.
 """
@@ -20,6 +24,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from service.domain.audit.read_queue import deferred_of, queued_row, settle
 from service.domain.auth import Caller
 from service.store.audit import AuditRepository
 
@@ -62,9 +67,23 @@ class AuditContext:
     # Merged into the row's details by record(): lets a caller annotate a row written by a
     # domain function it calls (a replay marks the context call it re-ran: replay_of).
     details_extra: dict[str, Any] = field(default_factory=dict)
+    # The call changes nothing stored but its audit row (the operation table's read_only):
+    # with read_audit = queued, record() may queue its row (see read_queue.py).
+    read_only: bool = False
 
     def elapsed_ms(self) -> float:
         return round((time.perf_counter() - self.started) * 1000, 3)
+
+    def part(self, action: AuditAction) -> AuditContext:
+        """The audit context of a call made as part of this one (an assemble call's pack
+        and artifact reads): the same caller, read-only if this one is, its row marked
+        ``part_of`` this call's id."""
+        return AuditContext(
+            action=action,
+            caller=self.caller,
+            read_only=self.read_only,
+            details_extra={"part_of": str(self.audit_id)},
+        )
 
 
 async def record(
@@ -83,25 +102,37 @@ async def record(
     Call it after the call's last write. A call that wrote nothing (context, get, list, a
     refusal) commits its row asynchronously, so the row never waits for a WAL flush; a write
     call's row commits with the write, synchronously. See ``bench/audit_overhead.py``.
+
+    A read call (``ctx.read_only``) in a unit of work that defers rows (``read_audit =
+    queued``) keeps its row for the read-audit queue, when the queue has room; else, and
+    for every other call, the row is inserted here.
+
+    Returns:
+        The row's id (``ctx.audit_id``), or None for a call with no authenticated org.
     """
     if ctx.caller is None:
         return None
-    await AuditRepository(session).record_call(
-        id=ctx.audit_id,
-        org_id=ctx.caller.org_id,
-        key_id=ctx.caller.key_id,
-        caller=ctx.caller.key_name,
-        action=str(ctx.action),
-        namespace=ctx.namespace,
-        request=ctx.request,
-        outcome=outcome,
-        status_code=status_code,
-        memory_ids=memory_ids or [],
-        details={**(details or {}), **ctx.details_extra},
-        redaction_count=redaction_count,
-        rejection_count=rejection_count,
-        latency_ms=ctx.elapsed_ms(),
-    )
+    values: dict[str, Any] = {
+        "id": ctx.audit_id,
+        "org_id": ctx.caller.org_id,
+        "key_id": ctx.caller.key_id,
+        "caller": ctx.caller.key_name,
+        "action": str(ctx.action),
+        "namespace": ctx.namespace,
+        "request": ctx.request,
+        "outcome": outcome,
+        "status_code": status_code,
+        "memory_ids": memory_ids or [],
+        "details": {**(details or {}), **ctx.details_extra},
+        "redaction_count": redaction_count,
+        "rejection_count": rejection_count,
+        "latency_ms": ctx.elapsed_ms(),
+    }
+    deferred = deferred_of(session) if ctx.read_only else None
+    if deferred is not None and deferred.queue.reserve():
+        deferred.rows.append(queued_row(values))
+    else:
+        await AuditRepository(session).record_call(**values)
     return ctx.audit_id
 
 
@@ -124,6 +155,7 @@ async def erase_from_trail(
     Returns:
         The number of rows rewritten.
     """
+    await settle(session)  # rows of read calls still queued in this process are rewritten too
     wanted = sorted({n for n in names if n and n != ERASED})
     if not wanted:
         return 0

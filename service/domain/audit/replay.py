@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.config import Settings
 from service.domain import context as context_service
 from service.domain import namespaces
+from service.domain.audit.read_queue import settle
 from service.domain.audit.record import AuditAction, AuditContext
 from service.domain.audit.trail import limited, reachable, visibility
 from service.domain.auth import Caller
@@ -213,6 +214,7 @@ async def replay_context(
             or project is outside them now.
     """
     caller.require("read")
+    await settle(session)  # a context call just made in this process can be replayed
     row = await AuditRepository(session).get(visibility(caller), audit_id)
     if row is None:
         raise NotFound(f"No audit event {audit_id}")

@@ -13,6 +13,9 @@ even an id of what a key cannot reach is shown; asked for such an id (``memory_i
 trail shows only the key's own rows. Reads of the trail itself (``GET /v1/audit``) are not audited: a dashboard polling
 the trail would otherwise flood it.
 
+Every reader here first settles the read-audit queue (``read_queue.settle``): a read call's
+row queued in this process is in the table before the trail is read.
+
 The operator tools see the whole org, whatever any key's limits.
 """
 
@@ -32,6 +35,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from service.domain import namespaces
+from service.domain.audit.read_queue import settle
 from service.domain.auth import Caller
 from service.errors import InvalidInput, NotFound
 from service.schemas.audit import (
@@ -218,6 +222,7 @@ async def list_audit(session: AsyncSession, caller: Caller, query: AuditQuery) -
     """
     caller.require("read")
     f = _filter(caller, query)
+    await settle(session)
     if (
         query.memory_id is not None
         and limited(caller)
@@ -249,6 +254,7 @@ async def get_audit(session: AsyncSession, caller: Caller, audit_id: uuid.UUID) 
     """One call whole. Raises ``NotFound`` for an id of another org or outside the key's
     limits, exactly as for an id that does not exist."""
     caller.require("read")
+    await settle(session)
     row = await AuditRepository(session).get(visibility(caller), audit_id)
     if row is None:
         raise NotFound(f"No audit event {audit_id}")
@@ -292,6 +298,7 @@ async def export_audit(
     """Every row of the org in ``[since, until)``, oldest first, read page by page with a
     keyset cursor so rows recorded meanwhile never shift or repeat a page."""
     f = AuditFilter(org_id=org_id, since=since, until=until, action=action)
+    await settle(session)
     repo = AuditRepository(session)
     after: tuple[datetime, uuid.UUID] | None = None
     while True:

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from service.domain import keys as key_service
 from service.domain.namespaces import ancestors, within_prefix
-from tests.conftest import Key, McpConnect, SqlRows
+from tests.conftest import AppFactory, Key, McpConnect, SqlRows
 
 # Few segments, chosen to trip string-wise prefix checks and LIKE wildcards: "al" and "alice"
 # are string prefixes of "alicex", "s1" of "s1x"; "a_b" LIKE-matches "a-b", "s_" matches "s1".
@@ -568,6 +568,27 @@ async def test_audit_rows_of_other_projects_are_not_listed(
     for row in rows:
         if row["key_id"] != str(world.subject.key_id):
             assert {uuid.UUID(i) for i in row["memory_ids"]} <= reach, row
+
+
+async def test_audit_rows_of_queued_reads_stay_within_the_keys_reach(app_with: AppFactory) -> None:
+    """With read_audit = queued (rows written only when the trail is read, or at shutdown),
+    the listing holds the subject's own reads and nothing out of its reach; another org's
+    rows are not found by id."""
+    held = {"read_audit": "queued", "read_audit_flush_ms": 600_000}
+    async with app_with(**held) as client:
+        app = client.app  # type: ignore[attr-defined]
+        world, rows = await _audit_world(app, client, **TRAP_KEY)
+        assert any(r["action"] == "list" and r["key_id"] == str(world.subject.key_id) for r in rows)
+        reach = {m.id for m in world.mems if world.reaches(m)}
+        for row in rows:
+            if row["key_id"] != str(world.subject.key_id):
+                assert {uuid.UUID(i) for i in row["memory_ids"]} <= reach, row
+                assert any(within_prefix(row["namespace"], p) for p in TRAP_KEY["prefixes"])
+        theirs = await client.get("/v1/audit", headers=world.admins[1].headers)
+        assert theirs.json()["items"]
+        for row in theirs.json()["items"]:
+            response = await client.get(f"/v1/audit/{row['id']}", headers=world.subject.headers)
+            assert response.status_code == 404
 
 
 # --- context packs (once POST /v1/context exists) --------------------------------------------------
