@@ -292,7 +292,13 @@ def time_lanes(texts: list[str], model_cache: Path, threads: int, warmup: int) -
 
 def timing(args: argparse.Namespace) -> dict[str, Any]:
     from service.config import Settings
+    from service.embedding.int8 import int8_path, quantize_onnx
+    from service.embedding.onnx import export_onnx
 
+    fp32 = args.model_cache / "all-MiniLM-L6-v2.onnx"
+    if not int8_path(fp32).exists():
+        quantize_onnx(export_onnx(fp32))
+        print("the model files were built just now: run again once the load has settled")
     before = os.getloadavg()
     print(f"load average before: {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}", flush=True)
     if before[0] > 1.0:
