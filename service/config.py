@@ -230,7 +230,13 @@ class _CoreSettings(BaseSettings):
     candidate_multiplier: int = Field(
         4, description="Candidates fetched per retriever, as a multiple of the pack limit."
     )
-    hnsw_ef_search: int = Field(100, description="hnsw.ef_search for wide-scope vector queries.")
+    hnsw_ef_search: int = Field(
+        300,
+        description="hnsw.ef_search for wide-scope vector queries. At a 100k-memory scope, "
+        "vector recall@10 against an exact scan: 89.9% at 100, 96.0% at 200, 97.9% at 300 "
+        "(one node; a Citus cluster 88.7 / 94.4 / 98.4%), for about 10 ms more per call "
+        "than 100 (docs/scaling.md).",
+    )
     exact_scan_max_rows: int = Field(
         10000,
         description="Scopes with at most this many memories are ranked by an exact scan behind "

@@ -260,12 +260,17 @@ CONSOLE_LOGOUT: Operation[Any, BaseModel] = Operation(
 KEY_CREATE: Operation[Any, BaseModel] = Operation("key_create", AuditAction.KEY_CREATE, BaseModel)
 KEY_REVOKE: Operation[Any, BaseModel] = Operation(
     "key_revoke", AuditAction.KEY_REVOKE, BaseModel, destructive=True, idempotent=True)
+# ``ctxpack import`` and ``ctxpack export`` (service/lifecycle/transfer.py): CLI only, run
+# through the call runner (transport ``cli``); a file is their argument, not a model.
+IMPORT: Operation[Any, BaseModel] = Operation("import", AuditAction.IMPORT, BaseModel, idempotent=True)
+EXPORT: Operation[Any, BaseModel] = Operation("export", AuditAction.EXPORT, BaseModel, read_only=True)
 
 OPERATIONS: dict[str, Operation[Any, Any]] = {
     op.name: op
     for op in (
         REMEMBER, REMEMBER_BATCH, CONTEXT, WAKE, LIST_MEMORIES, GET_MEMORY, UPDATE_MEMORY,
         FORGET, ERASE_NAMESPACE, STORE_ARTIFACT, RECALL_ARTIFACT, DELETE_ARTIFACT, REPLAY,
-        TOOL_RESULT, ASSEMBLE, KEY_CREATE, KEY_REVOKE, CONSOLE_LOGIN, CONSOLE_LOGOUT,
+        TOOL_RESULT, ASSEMBLE, KEY_CREATE, KEY_REVOKE, CONSOLE_LOGIN, CONSOLE_LOGOUT, IMPORT,
+        EXPORT,
     )
 }

@@ -41,12 +41,12 @@ from service.embedding.fake import FakeEmbedder
 from service.mcp.backends import LocalBackend, bearer_key
 from service.mcp.server import build_server
 from service.store.database import (
-    _with_database,
     create_engine,
     ensure_database,
     make_sessionmaker,
     start_embedded,
     upgrade,
+    with_database,
 )
 from service.store.models import Memory, Relation
 
@@ -83,7 +83,7 @@ def pg_url(request: pytest.FixtureRequest) -> str:
         return EXTERNAL_DATABASE_URL
     admin = request.getfixturevalue("pg_server").get_uri()
     ensure_database(admin, "ctxpack_test")
-    url = str(_with_database(admin, "ctxpack_test"))
+    url = str(with_database(admin, "ctxpack_test"))
     upgrade(url)
     return url
 

@@ -4,6 +4,12 @@ with, what import refuses before anything is written (``check_file``: a line it 
 read back as it is, or what remember would refuse), what a line becomes (``memory_request``,
 ``artifact_row``), and the hash the service derives instead of trusting the file's
 (``stored_hash``). The format itself is described in lifecycle/transfer.py.
+
+Import is bounded like every write (domain/scan_bound.py): one line is one write, so the text
+of one memory line (content, name, source, url, domain, origin, tags, metadata) or one
+artifact line (name, summary, body) over ``max_scanned_bytes`` refuses the file, naming the
+line and the field, in ``check_file``, before anything is written. The bound is per line, not
+per file: an import is as many writes as it has lines, and its size is the operator's choice.
 """
 
 from __future__ import annotations
@@ -20,9 +26,9 @@ from service.domain.artifacts import memory_hash, schema_keys
 from service.domain.namespaces import parse_namespace
 from service.domain.redaction import REDACTOR
 from service.domain.redaction.fields import check_identifiers
-from service.domain.scan_bound import compact_size
+from service.domain.scan_bound import Part, check_scan_bound, compact_size
 from service.domain.writes.prepare import WriteItem
-from service.errors import InvalidInput
+from service.errors import InvalidInput, PayloadTooLarge
 from service.schemas.artifacts import SLUG
 from service.schemas.common import non_finite_path
 from service.schemas.memories import RememberRequest, storable_time
@@ -205,14 +211,53 @@ def check_line(number: int, obj: dict[str, Any], dims: int | None = None) -> Non
             raise _refuse(number, "schema_keys is not a list of strings")
 
 
-def check_file(path: Path, dims: int | None = None) -> set[uuid.UUID]:
+MEMORY_TEXT_FIELDS = ("content", "name", "source", "url", "domain", "origin")
+
+
+def scanned_parts(obj: dict[str, Any]) -> list[Part]:
+    """The text of one line that import redacts (and, for a memory, gates and embeds), for
+    ``check_scan_bound``: a memory's as remember counts it (``writes/prepare.py:scanned_parts``),
+    an artifact's as ``store_artifact`` counts it."""
+    kind = obj.get("kind")
+    if kind == "memory":
+        parts: list[Part] = [(name, obj.get(name)) for name in MEMORY_TEXT_FIELDS]
+        tags = obj.get("tags")
+        parts += [(f"tags.{n}", tag) for n, tag in enumerate(tags)] if isinstance(tags, list) else [("tags", tags)]
+        return [*parts, ("metadata", obj.get("metadata"))]
+    if kind == "artifact":
+        return [("name", obj.get("name")), ("summary", obj.get("summary")), ("body", obj.get("body"))]
+    return []
+
+
+def check_line_bound(number: int, obj: dict[str, Any], max_scanned_bytes: int) -> None:
+    """413 when one line holds more text than one write may scan (module docstring).
+
+    Raises:
+        PayloadTooLarge: the message names the line; ``field`` names the line's field (the
+            largest alone over the limit, else the one holding the most).
+    """
+    try:
+        check_scan_bound(
+            scanned_parts(obj), max_scanned_bytes,
+            "one line of an import is one write; shorten it or raise max_scanned_bytes",
+        )
+    except PayloadTooLarge as exc:
+        raise PayloadTooLarge(f"line {number}: {exc.message}", field=exc.details["field"]) from None
+
+
+def check_file(
+    path: Path, dims: int | None = None, max_scanned_bytes: int | None = None
+) -> set[uuid.UUID]:
     """Read the whole file once before anything is written: a line import could not read
-    is refused (``InvalidInput``, field ``file``, naming the line), so bad input writes
-    nothing. Returns the ids of the keyed memories the file holds as superseded (history): a
-    current holder of a key with one of these ids is the file's own older version, not a
-    conflict."""
+    is refused (``InvalidInput``, field ``file``, naming the line), and so is a line over
+    the scan bound when ``max_scanned_bytes`` is given (``PayloadTooLarge``, naming the line
+    and its field), so bad input writes nothing. Returns the ids of the keyed memories the
+    file holds as superseded (history): a current holder of a key with one of these ids is
+    the file's own older version, not a conflict."""
     replaced: set[uuid.UUID] = set()
     for number, obj in records(path):
+        if max_scanned_bytes is not None:
+            check_line_bound(number, obj, max_scanned_bytes)
         check_line(number, obj, dims)
         if obj.get("kind") == "memory" and key_of(obj) and obj.get("superseded_by"):
             replaced.add(uuid.UUID(obj["id"]))

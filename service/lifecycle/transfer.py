@@ -18,8 +18,16 @@ Format (version 1), one JSON object per line:
 
 Export streams through a server-side cursor, so memory stays flat whatever the size.
 
+Both commands run through the call runner (``service/calls.py``) as the org's operator, with
+transport ``cli``, like ``ctxpack erase``: one unit of work each, an audit row (action
+``export`` / ``import``) on success, and the runner's failure row (``details.transport``
+``cli``) when one fails.
+
 Import rules:
 
+- One transaction: an import that fails anywhere (a refused file, an embedder or database
+  failure half-way) writes nothing but the runner's failure row; a rerun starts over, and
+  an import run twice adds nothing the second time (idempotence below).
 - Idempotent by id: a memory or artifact whose id is already in the org is skipped; one
   whose content is already in its namespace (under another id) is a duplicate, skipped.
 - Idempotent by key: a current memory (not superseded in the file) whose key is held by a
@@ -44,12 +52,16 @@ Import rules:
   from its artifact's id), an artifact's schema keys and size (from its redacted body), every
   text redacted. What remember refuses, import refuses: a time the database cannot give back
   (past year 9999 in UTC), a relation label or project that is not a slug or holds a secret,
-  a non-finite number, a vector of the wrong size. The whole file is checked first
-  (``check_file``): a bad line anywhere writes nothing.
+  a non-finite number, a vector of the wrong size, a line with more text than one write may
+  scan (``max_scanned_bytes``: 413 naming the line and the field). The whole file is checked
+  first (``check_file``): a bad line anywhere writes nothing. The file is checked before the
+  org is created, so a refused file into a new org leaves no org (and so no audit row: there
+  is no org to hold it); into an existing org, the refusal is the runner's failure row.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -58,8 +70,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from service import operations
+from service.calls import Transport
 from service.config import Settings
+from service.domain.audit import AuditContext, record
 from service.domain.auth import Caller
 from service.domain.transfer import (
     DROPPED_COLUMNS,
@@ -82,7 +98,6 @@ from service.domain.writes.prepare import WriteItem, prepare
 from service.errors import CtxpackError, InvalidInput
 from service.lifecycle.local import LocalResources, model_id, operator
 from service.lifecycle.progress import Progress
-from service.store.audit import AuditRepository
 from service.store.keys import KeyRepository
 from service.store.lifecycle import LifecycleRepository
 from service.store.memories import MemoryRepository
@@ -114,40 +129,73 @@ async def export_store(
     """
     from service.domain.audit import resolve_org
 
-    settings = resources.settings
-    summary = ExportSummary()
     async with resources.runner.operator_session() as session:
         org_row = await resolve_org(session, org)
-        repo = LifecycleRepository(session)
-        total = await repo.count_memories(org_row.org_id, namespace=namespace, since=since)
-        if progress is not None:
-            progress.set_total(total)
-        out.write(
-            encode_line(
-                {
-                    "kind": "header",
-                    "format": FORMAT,
-                    "version": VERSION,
-                    "model": model_id(settings),
-                    "dims": settings.embedding_dims,
-                    "exported_at": datetime.now(UTC),
-                    "org": org_row.name,
-                    "filters": {"namespace": namespace, "since": since},
-                    "with_vectors": with_vectors,
-                    "memories": total,
-                }
-            )
+    op = operations.EXPORT
+
+    async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> ExportSummary:
+        ctx.namespace = namespace
+        ctx.request = {"namespace": namespace, "since": since.isoformat() if since else None,
+                       "with_vectors": with_vectors}
+        summary = await _export(resources.settings, session, caller, org_row.name, out,
+                                namespace=namespace, since=since, with_vectors=with_vectors,
+                                progress=progress)
+        await record(session, ctx, outcome="ok", status_code=200,
+                     details={"memories": summary.memories, "artifacts": summary.artifacts})
+        return summary
+
+    # Through the call runner, as every face: one unit of work, and an audit row (transport
+    # ``cli`` on a failure's) whether the export succeeds or fails. Not ``read_only``: a
+    # one-shot command's row is written in its own transaction, never left to a read-audit
+    # queue (domain/audit/read_queue.py) of a process about to exit.
+    return await resources.runner.run(operator(org_row.org_id), op.action, run, transport=Transport.CLI)
+
+
+async def _export(
+    settings: Settings,
+    session: AsyncSession,
+    caller: Caller,
+    org_name: str,
+    out: TextIO,
+    *,
+    namespace: str | None,
+    since: datetime | None,
+    with_vectors: bool,
+    progress: Progress | None,
+) -> ExportSummary:
+    summary = ExportSummary()
+    repo = LifecycleRepository(session)
+    total = await repo.count_memories(caller.org_id, namespace=namespace, since=since)
+    if progress is not None:
+        progress.set_total(total)
+    out.write(
+        encode_line(
+            {
+                "kind": "header",
+                "format": FORMAT,
+                "version": VERSION,
+                "model": model_id(settings),
+                "dims": settings.embedding_dims,
+                "exported_at": datetime.now(UTC),
+                "org": org_name,
+                "filters": {"namespace": namespace, "since": since},
+                "with_vectors": with_vectors,
+                "memories": total,
+            }
         )
-        rows = repo.stream_memories(
-            org_row.org_id, namespace=namespace, since=since, with_vectors=with_vectors
-        )
+    )
+    # aclosing: a failed write closes the server-side cursor at once, not when collected.
+    rows = repo.stream_memories(caller.org_id, namespace=namespace, since=since, with_vectors=with_vectors)
+    async with contextlib.aclosing(rows):
         async for row in rows:
-            record = {"kind": "memory", **{k: v for k, v in row.items() if k not in DROPPED_COLUMNS}}
-            out.write(encode_line(record))
+            line = {"kind": "memory", **{k: v for k, v in row.items() if k not in DROPPED_COLUMNS}}
+            out.write(encode_line(line))
             summary.memories += 1
             if progress is not None:
                 progress.update()
-        async for row in repo.stream_artifacts(org_row.org_id, namespace=namespace, since=since):
+    artifacts = repo.stream_artifacts(caller.org_id, namespace=namespace, since=since)
+    async with contextlib.aclosing(artifacts):
+        async for row in artifacts:
             out.write(encode_line({"kind": "artifact", **{k: v for k, v in row.items() if k not in DROPPED_COLUMNS}}))
             summary.artifacts += 1
     out.write(encode_line({"kind": "end", "memories": summary.memories, "artifacts": summary.artifacts}))
@@ -192,61 +240,87 @@ class ImportSummary:
         }
 
 
+@dataclass
+class CheckedFile:
+    """An export file read through once before anything is written (``check_file``)."""
+
+    header: dict[str, Any]
+    keep_vectors: bool
+    replaced: set[uuid.UUID]  # the file's superseded keyed memories (module docstring)
+
+
+def check_import(settings: Settings, path: Path, *, reembed: bool) -> CheckedFile:
+    """The header, whether the file's vectors are kept, and the whole file checked.
+
+    Raises:
+        InvalidInput: not a ctxpack export, another version, a line import would refuse.
+        PayloadTooLarge: a line with more text than one write may scan.
+    """
+    header = read_header(path)
+    keep_vectors = (
+        not reembed
+        and header.get("model") == model_id(settings)
+        and header.get("dims") == settings.embedding_dims
+    )
+    dims = header.get("dims") if keep_vectors else None
+    return CheckedFile(header, keep_vectors, check_file(path, dims, settings.max_scanned_bytes))
+
+
 async def _import_memories(
     resources: LocalResources,
+    session: AsyncSession,
     caller: Caller,
     chunk: list[tuple[int, dict[str, Any]]],
     keep_vectors: bool,
     summary: ImportSummary,
-    replaced: set[uuid.UUID] | None = None,
+    replaced: set[uuid.UUID],
 ) -> None:
     settings: Settings = resources.settings
     assert resources.has_embedder
-    async with resources.runner.operator_session() as session:
-        repo = LifecycleRepository(session)
-        ids = [uuid_of(obj.get("id")) for _, obj in chunk]
-        present = await repo.existing_ids(caller.org_id, [i for i in ids if i is not None])
-        prepared: list[tuple[dict[str, Any], uuid.UUID, WriteItem]] = []
-        for (number, obj), mid in zip(chunk, ids, strict=True):
-            if mid is None:
-                raise InvalidInput("file", f"line {number}: a memory without an id")
-            if mid in present:
-                summary.existing += 1
-                continue
-            try:
-                req = memory_request(obj)
-                item = prepare(len(prepared), req, caller, settings, resources.pipeline, "")
-            except (ValidationError, CtxpackError):
-                summary.rejected["invalid"] += 1
-                continue
-            if item.rejection is not None:
-                for reason in item.rejection:
-                    summary.rejected[reason.code] += 1
-                continue
-            prepared.append((obj, mid, item))
-        planned = await _plan(session, caller, prepared, replaced or set(), summary)
-        vectors: dict[uuid.UUID, Any] = {}
-        to_embed = []
-        for obj, mid, item, plan in planned:
-            vec = obj.get("embedding")
-            if keep_vectors and isinstance(vec, list) and not item.redactions:
-                vectors[mid] = vec
-            else:
-                to_embed.append((mid, plan))
-        if to_embed:
-            embedded = await resources.embedder.embed_documents(
-                [plan.embed_text or "" for _, plan in to_embed]
-            )
-            for (mid, _), vec in zip(to_embed, embedded, strict=True):
-                vectors[mid] = vec
-            summary.reembedded += len(to_embed)
-        rows = [{**plan.values, "embedding": vectors[mid]} for _, mid, _, plan in planned]
-        inserted = await repo.insert_memories(rows)
-        summary.created += len(inserted)
-        summary.duplicate += len(rows) - len(inserted)
-        await MemoryRepository(session).ensure_projects(
-            caller.org_id, {r["project"] for r in rows if r["project"] and r["id"] in inserted}
+    repo = LifecycleRepository(session)
+    ids = [uuid_of(obj.get("id")) for _, obj in chunk]
+    present = await repo.existing_ids(caller.org_id, [i for i in ids if i is not None])
+    prepared: list[tuple[dict[str, Any], uuid.UUID, WriteItem]] = []
+    for (number, obj), mid in zip(chunk, ids, strict=True):
+        if mid is None:
+            raise InvalidInput("file", f"line {number}: a memory without an id")
+        if mid in present:
+            summary.existing += 1
+            continue
+        try:
+            req = memory_request(obj)
+            item = prepare(len(prepared), req, caller, settings, resources.pipeline, "")
+        except (ValidationError, CtxpackError):
+            summary.rejected["invalid"] += 1
+            continue
+        if item.rejection is not None:
+            for reason in item.rejection:
+                summary.rejected[reason.code] += 1
+            continue
+        prepared.append((obj, mid, item))
+    planned = await _plan(session, caller, prepared, replaced, summary)
+    vectors: dict[uuid.UUID, Any] = {}
+    to_embed = []
+    for obj, mid, item, plan in planned:
+        vec = obj.get("embedding")
+        if keep_vectors and isinstance(vec, list) and not item.redactions:
+            vectors[mid] = vec
+        else:
+            to_embed.append((mid, plan))
+    if to_embed:
+        embedded = await resources.embedder.embed_documents(
+            [plan.embed_text or "" for _, plan in to_embed]
         )
+        for (mid, _), vec in zip(to_embed, embedded, strict=True):
+            vectors[mid] = vec
+        summary.reembedded += len(to_embed)
+    rows = [{**plan.values, "embedding": vectors[mid]} for _, mid, _, plan in planned]
+    inserted = await repo.insert_memories(rows)
+    summary.created += len(inserted)
+    summary.duplicate += len(rows) - len(inserted)
+    await MemoryRepository(session).ensure_projects(
+        caller.org_id, {r["project"] for r in rows if r["project"] and r["id"] in inserted}
+    )
 
 
 async def _plan(
@@ -290,51 +364,48 @@ async def _plan(
 
 
 async def _import_links(
-    resources: LocalResources, caller: Caller, chunk: list[tuple[int, dict[str, Any]]], summary: ImportSummary
+    session: AsyncSession, caller: Caller, chunk: list[tuple[int, dict[str, Any]]], summary: ImportSummary
 ) -> None:
-    async with resources.runner.operator_session() as session:
-        repo = LifecycleRepository(session)
-        edges = []
-        pairs = []
-        for _, obj in chunk:
-            source = uuid_of(obj.get("id"))
-            for rel in obj.get("relations") or []:
-                target = uuid_of(rel.get("target_id"))
-                if source is None or target is None or not rel.get("relationship"):
-                    continue
-                edges.append(
-                    {
-                        "id": uuid_of(rel.get("id")) or uuid.uuid4(),
-                        "source_id": source,
-                        "target_id": target,
-                        "relationship": str(rel["relationship"])[:64],
-                        "created_at": time_of(rel.get("created_at")) or datetime.now(UTC),
-                    }
-                )
-            newer = uuid_of(obj.get("superseded_by"))
-            if source is not None and newer is not None:
-                pairs.append((source, newer))
-        summary.relations += await repo.insert_relations(caller.org_id, edges)
-        await repo.set_superseded(caller.org_id, pairs)
+    repo = LifecycleRepository(session)
+    edges = []
+    pairs = []
+    for _, obj in chunk:
+        source = uuid_of(obj.get("id"))
+        for rel in obj.get("relations") or []:
+            target = uuid_of(rel.get("target_id"))
+            if source is None or target is None or not rel.get("relationship"):
+                continue
+            edges.append(
+                {
+                    "id": uuid_of(rel.get("id")) or uuid.uuid4(),
+                    "source_id": source,
+                    "target_id": target,
+                    "relationship": str(rel["relationship"])[:64],
+                    "created_at": time_of(rel.get("created_at")) or datetime.now(UTC),
+                }
+            )
+        newer = uuid_of(obj.get("superseded_by"))
+        if source is not None and newer is not None:
+            pairs.append((source, newer))
+    summary.relations += await repo.insert_relations(caller.org_id, edges)
+    await repo.set_superseded(caller.org_id, pairs)
 
 
 async def _import_keys(
-    resources: LocalResources, caller: Caller, chunk: list[tuple[int, dict[str, Any]]], summary: ImportSummary
+    session: AsyncSession, caller: Caller, chunk: list[tuple[int, dict[str, Any]]], summary: ImportSummary
 ) -> None:
     """The keys, once every supersession is in (module docstring)."""
     keys = [
         (mid, key) for _, obj in chunk if (key := key_of(obj)) and (mid := uuid_of(obj.get("id"))) is not None
     ]
-    async with resources.runner.operator_session() as session:
-        summary.keys += await LifecycleRepository(session).set_keys(caller.org_id, keys)
+    summary.keys += await LifecycleRepository(session).set_keys(caller.org_id, keys)
 
 
 async def _import_artifacts(
-    resources: LocalResources, caller: Caller, chunk: list[tuple[int, dict[str, Any]]], summary: ImportSummary
+    session: AsyncSession, caller: Caller, chunk: list[tuple[int, dict[str, Any]]], summary: ImportSummary
 ) -> None:
     rows = [artifact_row(caller.org_id, number, obj) for number, obj in chunk]
-    async with resources.runner.operator_session() as session:
-        summary.artifacts += await LifecycleRepository(session).insert_artifacts(rows)
+    summary.artifacts += await LifecycleRepository(session).insert_artifacts(rows)
 
 
 async def import_store(
@@ -345,50 +416,61 @@ async def import_store(
     reembed: bool = False,
     progress: Progress | None = None,
 ) -> ImportSummary:
-    """Import an export file into ``org`` (created if missing), by the rules above. Each
-    chunk of memories commits on its own: an interrupted import is resumed by running it
-    again (ids already in are skipped).
+    """Import an export file into ``org`` (created if missing), by the rules above, through
+    the call runner in one unit of work (transport ``cli``): a failed import writes nothing
+    but the runner's failure row; a rerun skips what is in (ids already in are skipped).
 
     Raises:
         InvalidInput: not a ctxpack export, another format version, a malformed line (found
             before anything is written).
+        PayloadTooLarge: a line over ``max_scanned_bytes`` (found before anything is written).
     """
     settings = resources.settings
-    header = read_header(path)
-    keep_vectors = (
-        not reembed
-        and header.get("model") == model_id(settings)
-        and header.get("dims") == settings.embedding_dims
-    )
-    replaced = check_file(path, header.get("dims") if keep_vectors else None)
     async with resources.runner.operator_session() as session:
-        org_row = await KeyRepository(session).get_or_create_org(org)
-    caller = operator(org_row.org_id)
+        org_row = await KeyRepository(session).org_by_name(org)
+    checked: CheckedFile | None = None
+    if org_row is None:
+        # A file refused must not create the org; with no org there is no trail to audit the
+        # refusal in, so a new org's file is checked first, outside the runner.
+        checked = check_import(settings, path, reembed=reembed)
+        async with resources.runner.operator_session() as session:
+            org_row = await KeyRepository(session).get_or_create_org(org)
+    op = operations.IMPORT
+
+    async def run(session: AsyncSession, caller: Caller, ctx: AuditContext) -> ImportSummary:
+        file = checked or check_import(settings, path, reembed=reembed)
+        ctx.request = {"file_version": file.header.get("version"), "model": file.header.get("model"),
+                       "kept_vectors": file.keep_vectors}
+        summary = await _import(resources, session, caller, path, file, progress)
+        await record(session, ctx, outcome="ok", status_code=200, details=summary.as_dict())
+        return summary
+
+    # Through the call runner, as every face: one unit of work, the audit row on success, and
+    # the runner's (transport ``cli``) when the import fails.
+    return await resources.runner.run(operator(org_row.org_id), op.action, run, transport=Transport.CLI)
+
+
+async def _import(
+    resources: LocalResources,
+    session: AsyncSession,
+    caller: Caller,
+    path: Path,
+    file: CheckedFile,
+    progress: Progress | None,
+) -> ImportSummary:
+    """The passes over a checked file (module docstring), in the caller's unit of work."""
     summary = ImportSummary()
     if progress is not None:
-        progress.set_total(header.get("memories"))
+        progress.set_total(file.header.get("memories"))
     for chunk in chunks(path, "memory", IMPORT_CHUNK):
-        await _import_memories(resources, caller, chunk, keep_vectors, summary, replaced)
+        await _import_memories(resources, session, caller, chunk, file.keep_vectors, summary, file.replaced)
         if progress is not None:
             progress.update(len(chunk))
     for chunk in chunks(path, "memory", IMPORT_CHUNK * 4):
-        await _import_links(resources, caller, chunk, summary)
+        await _import_links(session, caller, chunk, summary)
     for chunk in chunks(path, "memory", IMPORT_CHUNK * 4):
-        await _import_keys(resources, caller, chunk, summary)
+        await _import_keys(session, caller, chunk, summary)
     for chunk in chunks(path, "artifact", IMPORT_CHUNK):
-        await _import_artifacts(resources, caller, chunk, summary)
+        await _import_artifacts(session, caller, chunk, summary)
     summary.complete = any(obj.get("kind") == "end" for _, obj in records(path))
-    async with resources.runner.operator_session() as session:
-        await AuditRepository(session).add(
-            org_id=caller.org_id,
-            key_id=caller.key_id,
-            caller=caller.key_name,
-            action="import",
-            request={"file_version": header.get("version"), "model": header.get("model"),
-                     "kept_vectors": keep_vectors},
-            outcome="ok",
-            status_code=200,
-            details=summary.as_dict(),
-            latency_ms=0.0,
-        )
     return summary

@@ -9,7 +9,7 @@ whatever it touches.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -269,7 +269,7 @@ class LifecycleRepository:
         namespace: str | None,
         since: datetime | None,
         with_vectors: bool,
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """Every memory of the org (optionally of a subtree, created or updated since a time),
         in (created_at, id) order, through a server-side cursor: memory use stays flat at any
         size. Each row comes with its outgoing edges and the ids of its artifacts."""
@@ -311,12 +311,15 @@ class LifecycleRepository:
             stmt = stmt.where(or_(Memory.created_at >= since, Memory.updated_at >= since))
         stmt = stmt.order_by(Memory.created_at, Memory.id)
         result = await self.session.stream(stmt.execution_options(yield_per=STREAM_CHUNK))
-        async for row in result.mappings():
-            yield dict(row)
+        try:
+            async for row in result.mappings():
+                yield dict(row)
+        finally:  # a reader that stops early (a failed export) closes the server-side cursor
+            await result.close()
 
     async def stream_artifacts(
         self, org_id: uuid.UUID, *, namespace: str | None, since: datetime | None
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         # An artifact dies with its memory's expiry (finding 4): an expired one is not exported.
         expired = (
             select(Memory.id)
@@ -335,8 +338,11 @@ class LifecycleRepository:
             stmt = stmt.where(Artifact.created_at >= since)
         stmt = stmt.order_by(Artifact.created_at, Artifact.id)
         result = await self.session.stream(stmt.execution_options(yield_per=STREAM_CHUNK))
-        async for row in result.mappings():
-            yield dict(row)
+        try:
+            async for row in result.mappings():
+                yield dict(row)
+        finally:  # a reader that stops early (a failed export) closes the server-side cursor
+            await result.close()
 
     async def count_memories(
         self, org_id: uuid.UUID, *, namespace: str | None, since: datetime | None

@@ -45,7 +45,7 @@ from service.store.retrieval import (
     bm25_ctes,
     memory_fields,
     scope_params,
-    scope_sql,
+    scope_rows_sql,
 )
 from service.store.vectors import vector_literal
 
@@ -170,7 +170,7 @@ def _goal_ctes(goal: RankingPlan) -> list[str]:
 def build_wake_sql(scope: Scope, plan: WakePlan | None = None) -> str:
     """The wake statement for ``scope`` (see the module docstring); ``plan`` tells whether
     it scores a goal, and how."""
-    pool_scope = scope_sql("m", replace(scope, include_superseded=True, types=None))
+    pool_scope = replace(scope, include_superseded=True, types=None)
     live = "" if scope.include_superseded else "AND p.superseded_by IS NULL"
     cols = ", ".join(f"m.{c}" for c in MEMORY_COLUMNS)
     goal = plan.goal if plan is not None else None
@@ -185,11 +185,13 @@ def build_wake_sql(scope: Scope, plan: WakePlan | None = None) -> str:
     pool_extra = "".join(f", {read[c]}" for c in extra)
     typed_extra = "".join(f", p.{c}" for c in extra)
     grouped_extra = "".join(f", t.{c}" for c in ["type", *extra]) if goal is not None else ""
+    pool_columns = (
+        "m.id, m.namespace, m.type, m.created_at, m.superseded_by,"
+        f" lower(coalesce(m.metadata->>'status', '')) AS status{pool_extra}"
+    )
     head = f"""
     WITH pool AS MATERIALIZED (
-        SELECT m.id, m.namespace, m.type, m.created_at, m.superseded_by,
-               lower(coalesce(m.metadata->>'status', '')) AS status{pool_extra}
-        FROM memories m WHERE {pool_scope}),
+        SELECT m.* FROM {scope_rows_sql(pool_scope, pool_columns)}),
     typed AS (
         SELECT p.id, p.namespace, p.type, p.created_at, p.status,
                array_position(CAST(:types AS text[]), p.type::text) AS ti,
@@ -254,7 +256,10 @@ def build_wake_sql(scope: Scope, plan: WakePlan | None = None) -> str:
     FROM (SELECT (SELECT count(*) FROM pool) AS in_scope,
                  (SELECT count(*) FROM qualified) AS qualified,
                  (SELECT count(*) FROM qualified WHERE rel IS NOT NULL) AS matched) c
-    LEFT JOIN (picked p JOIN memories m ON m.org_id = :org AND m.id = p.id) ON true
+    -- The picked few's rows by primary key, one lookup each (a LATERAL kept apart by
+    -- OFFSET 0): the pack pool's generic plan cannot tell LIMIT :lim is a handful.
+    LEFT JOIN (picked p CROSS JOIN LATERAL (
+        SELECT m.* FROM memories m WHERE m.org_id = :org AND m.id = p.id OFFSET 0) m) ON true
     ORDER BY p.rn, p.grp"""
     return head + middle + tail
 

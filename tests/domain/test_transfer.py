@@ -103,3 +103,25 @@ def test_an_artifact_line_is_redacted_and_its_shape_derived() -> None:
     assert row["size_bytes"] == len(json.dumps(row["body"], separators=(",", ":")).encode())
     with pytest.raises(InvalidInput, match="line 7"):
         artifact_row(org, 7, {"kind": "artifact", "namespace": "u"})
+
+
+def test_a_line_over_the_scan_bound_is_refused_naming_the_line_and_field(tmp_path: Path) -> None:
+    from service.errors import PayloadTooLarge
+
+    limit = 1000
+    fits = memory(content="x" * 400, tags=["t" * 200], metadata={"note": "y" * 300})
+    assert check_file(write(tmp_path, HEADER, fits, {"kind": "end"}), max_scanned_bytes=limit) == set()
+    cases = [
+        (memory(content="x" * 1200), "content"),
+        (memory(metadata={"note": "y" * 1200}), "metadata"),
+        # No part alone is over: the field holding the most of the total is named.
+        (memory(content="x" * 300, tags=["t" * 400, "u" * 400]), "tags"),
+        ({"kind": "artifact", "id": str(uuid.uuid4()), "namespace": "u", "body": {"b": "z" * 1200}}, "body"),
+    ]
+    for line, field in cases:
+        path = write(tmp_path, HEADER, memory(), line, {"kind": "end"})
+        with pytest.raises(PayloadTooLarge) as refused:
+            check_file(path, max_scanned_bytes=limit)
+        assert refused.value.details == {"field": field}
+        assert refused.value.message.startswith(f"line 3: {field}: ")
+        check_file(path)  # without a bound (the file's own checks) it passes

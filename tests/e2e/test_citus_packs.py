@@ -30,11 +30,11 @@ from service.lifecycle.local import LocalResources
 from service.lifecycle.transfer import export_store, import_store
 from service.resources import open_resources
 from service.store.database import (
-    _with_database,
     ensure_database,
     libpq_url,
     start_embedded,
     upgrade,
+    with_database,
 )
 from tests.conftest import Key, make_settings
 
@@ -55,7 +55,7 @@ def one_node() -> str:
     root.chmod(0o755)
     server = start_embedded(root, cleanup_mode="delete")
     ensure_database(server.get_uri(), "one_node")
-    url = str(_with_database(server.get_uri(), "one_node"))
+    url = str(with_database(server.get_uri(), "one_node"))
     upgrade(url)
     return url
 

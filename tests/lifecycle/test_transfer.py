@@ -24,9 +24,9 @@ from service.lifecycle.local import LocalResources
 from service.lifecycle.transfer import export_store, import_store
 from service.resources import open_resources
 from service.store.database import (
-    _with_database,
     ensure_database,
     upgrade,
+    with_database,
 )
 from tests.conftest import Key, make_settings
 
@@ -51,7 +51,7 @@ async def fresh_db(pg_server: Any) -> str:
     admin = pg_server.get_uri()
     name = f"ctxpack_rt_{uuid.uuid4().hex[:8]}"
     ensure_database(admin, name)
-    url = str(_with_database(admin, name))
+    url = str(with_database(admin, name))
     upgrade(url)
     return url
 
@@ -329,3 +329,123 @@ async def test_import_refuses_a_bad_line_and_writes_nothing(
     with psycopg.connect(fresh_db) as conn:
         assert conn.execute("SELECT count(*) FROM memories").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM orgs WHERE name = 'badfile'").fetchone() == (0,)
+
+
+# --- through the call runner (transport cli): audited, one unit of work ---------------------
+
+
+def calls(url: str, org_id: Any, action: str) -> list[tuple[str, int, dict[str, Any]]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT outcome, status_code, details FROM audit_events WHERE org_id = %s AND action = %s"
+            " ORDER BY created_at", (org_id, action),
+        ).fetchall()
+
+
+def memory_line(content: str, **fields: Any) -> dict[str, Any]:
+    return {"kind": "memory", "id": str(uuid.uuid4()), "namespace": "imp", "type": "decision",
+            "content": content, **fields}
+
+
+HEADER = {"kind": "header", "format": "ctxpack-export", "version": 1, "model": "x", "dims": 8}
+
+
+class BrokenAfter(FakeEmbedder):
+    """The fake embedder, failing from its ``calls``-th call on (a model that dies half-way)."""
+
+    def __init__(self, calls: int) -> None:
+        super().__init__()
+        self.left = calls
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.left -= 1
+        if self.left < 0:
+            raise RuntimeError("the model went away")
+        return super().embed_documents(texts)
+
+
+def memories_of(url: str, org_id: Any) -> int:
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT count(*) FROM memories WHERE org_id = %s", (org_id,)).fetchone()[0]  # type: ignore[index]
+
+
+async def test_a_failed_import_writes_nothing_and_is_audited_as_a_cli_call(
+    key: Key, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from service.lifecycle import transfer
+
+    monkeypatch.setattr(transfer, "IMPORT_CHUNK", 1)  # one memory per embedding call
+    lines = [HEADER, *(memory_line(content) for _, _, content in FACTS[:3]),
+             {"kind": "artifact", "id": str(uuid.uuid4()), "namespace": "imp", "name": "matrix",
+              "body": {"envs": ["prod"]}}, {"kind": "end"}]
+    path = write(tmp_path / "three.jsonl", lines)
+    settings = make_settings(pg_url)
+    # The first memory is embedded and inserted, the second's embedding fails: all rolled back.
+    async with open_resources(settings, database_url=pg_url, embedder=BrokenAfter(1), listen=False) as res:
+        with pytest.raises(RuntimeError, match="went away"):
+            await import_store(res, path, org=key.org)
+    assert memories_of(pg_url, key.org_id) == 0
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM artifacts WHERE org_id = %s", (key.org_id,)).fetchone() == (0,)
+    failed = calls(pg_url, key.org_id, "import")
+    assert [(o, s) for o, s, _ in failed] == [("error", 500)]
+    assert failed[0][2]["transport"] == "cli" and failed[0][2]["error_code"] == "internal_error"
+
+    # Run again: all of it goes in, audited once more, as a success.
+    async with resources(pg_url) as res:
+        summary = await import_store(res, path, org=key.org)
+    assert (summary.created, summary.artifacts) == (3, 1)
+    assert memories_of(pg_url, key.org_id) == 3
+    done = calls(pg_url, key.org_id, "import")
+    assert [(o, s) for o, s, _ in done] == [("error", 500), ("ok", 200)]
+    assert done[1][2]["created"] == 3 and done[1][2]["artifacts"] == 1
+
+
+async def test_an_import_line_over_the_scan_bound_is_refused_naming_the_field(
+    key: Key, pg_url: str, tmp_path: Path
+) -> None:
+    from service.errors import PayloadTooLarge
+
+    limit = 4000
+    big = memory_line("The billing export runs nightly. " * 150)  # ~5 kB of content
+    path = write(tmp_path / "big.jsonl", [HEADER, memory_line(FACTS[0][2]), big, {"kind": "end"}])
+    settings = make_settings(pg_url, max_scanned_bytes=limit)
+    async with open_resources(settings, database_url=pg_url, embedder=FakeEmbedder(), listen=False) as res:
+        with pytest.raises(PayloadTooLarge) as refused:
+            await import_store(res, path, org=key.org)
+    assert refused.value.details["field"] == "content"
+    assert refused.value.message.startswith("line 3: content: ") and f"at most {limit}" in refused.value.message
+    assert memories_of(pg_url, key.org_id) == 0
+    rows_ = calls(pg_url, key.org_id, "import")
+    assert [(o, s) for o, s, _ in rows_] == [("refused", 413)]
+    assert rows_[0][2] == {"error_code": "payload_too_large", "field": "content", "transport": "cli"}
+
+    # Into a new org: refused before the org is made (nothing written, nowhere to audit).
+    new_org = f"bigfile-{uuid.uuid4().hex[:8]}"
+    async with open_resources(settings, database_url=pg_url, embedder=FakeEmbedder(), listen=False) as res:
+        with pytest.raises(PayloadTooLarge):
+            await import_store(res, path, org=new_org)
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM orgs WHERE name = %s", (new_org,)).fetchone() == (0,)
+
+
+class Unwritable(io.StringIO):
+    """An output that fails once the header is out (a full disk)."""
+
+    def write(self, s: str) -> int:
+        if self.tell():
+            raise OSError("no space left on device")
+        return super().write(s)
+
+
+async def test_an_export_is_audited_as_a_cli_call(client: httpx.AsyncClient, key: Key, pg_url: str) -> None:
+    await seed(client, key.headers)
+    async with resources(pg_url) as source:
+        with pytest.raises(OSError, match="no space"):
+            await export_store(source, Unwritable(), org=key.org)
+        summary = await export_store(source, io.StringIO(), org=key.org, namespace="ivy:s1")
+    assert summary.memories == 4
+    rows_ = calls(pg_url, key.org_id, "export")
+    assert [(o, s) for o, s, _ in rows_] == [("error", 500), ("ok", 200)]
+    assert rows_[0][2] == {"error_code": "internal_error", "transport": "cli"}
+    assert rows_[1][2] == {"memories": 4, "artifacts": 0}

@@ -5,18 +5,25 @@ embedded server runs with the shared_buffers it is given."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
+from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import event, make_url, text
 
 from service.config import Settings
+from service.domain.ranking import PlanInputs, build_plan
 from service.store import database
-from service.store.database import create_engine, libpq_url
+from service.store.database import create_engine, ensure_database, libpq_url, upgrade
+from service.store.models import EMBEDDING_DIMS
+from service.store.retrieval import Scope, build_pack_sql, scope_sql
+from service.store.wake import build_wake_sql
 from tests.conftest import EXTERNAL_DATABASE_URL
 
 
@@ -42,9 +49,7 @@ async def test_idle_dead_connection_is_replaced(
 async def test_pack_pool_uses_generic_plans(pg_url: str, settings: Settings) -> None:
     engine = create_engine(pg_url, settings, generic_plans=True)
     statements: list[str] = []
-    event.listen(
-        engine.sync_engine, "before_cursor_execute", lambda *a: statements.append(a[2])
-    )
+    event.listen(engine.sync_engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
     try:
         for _ in range(3):
             async with engine.connect() as conn:
@@ -72,7 +77,10 @@ sys.stdin.read()
 def _attach(root: str, mb: int, cleanup: str = "stop") -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", _ATTACH, root, str(mb), cleanup],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -111,3 +119,103 @@ def test_default_shared_buffers_is_at_most_a_quarter_of_memory_within_bounds() -
     mb = database.default_shared_buffers_mb()
     assert 128 <= mb <= 4096
     assert mb == 128 or mb <= total_mb // 4  # a cgroup's limit may lower it further
+
+
+async def _generic_plan(conn: psycopg.AsyncConnection[Any], sql: str) -> str:
+    """``EXPLAIN (GENERIC_PLAN)`` of a statement written with ``:name`` parameters: the plan
+    a prepared statement gets under ``force_generic_plan``, made without its values."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    numbered = re.sub(r"(?<![:\w\\]):(\w+)", number, sql).replace("\\:", ":")
+    cursor = await conn.execute("EXPLAIN (GENERIC_PLAN) " + numbered)  # type: ignore[call-overload]
+    rows = await cursor.fetchall()
+    return "\n".join(str(r[0]) for r in rows)
+
+
+def _memories_reads(plan: str) -> list[str]:
+    """The index condition of each scan of ``memories`` in ``plan`` ("seq" for a sequential
+    scan): what it reads."""
+    lines = plan.splitlines()
+    reads = []
+    for i, line in enumerate(lines):
+        if " on memories " not in line:
+            continue
+        if "Seq Scan" in line:
+            reads.append("seq")
+            continue
+        cond = next(x for x in lines[i + 1 :] if "Index Cond:" in x)
+        reads.append(cond.split("Index Cond:", 1)[1].strip())
+    return reads
+
+
+@pytest.mark.skipif(
+    bool(EXTERNAL_DATABASE_URL),
+    reason="a database of its own; on Citus the pack pool plans every call for its values",
+)
+async def test_pack_pool_never_reads_a_big_org_whole(pg_url: str, settings: Settings) -> None:
+    """One org holding every row in two namespaces (a self-hosted team): a generic plan,
+    blind to the org and the namespaces, estimates "most of the table" for a scope, and the
+    plain scope predicate is read through the org alone (the whole org, every call). The
+    pack pool's ranking and wake statements, planned the way it plans them (generic, no
+    sequential scans), read a namespace or a row by key at every scan of memories."""
+    url = make_url(pg_url).set(database="ctxpack_one_org").render_as_string(hide_password=False)
+    ensure_database(pg_url, "ctxpack_one_org")
+    upgrade(url)
+    org = uuid.uuid4()
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute("TRUNCATE memories CASCADE")
+        conn.execute("INSERT INTO orgs (org_id, name) VALUES (%s, %s)", (org, f"team-{org}"))
+        conn.execute(
+            """
+            INSERT INTO memories (org_id, id, namespace, type, name, content, content_hash,
+                                  embedding, created_at, updated_at, metadata)
+            SELECT %s, gen_random_uuid(), CASE WHEN g %% 10 = 0 THEN 'alice' ELSE 'bob' END,
+                   'decision', 'note ' || g, 'note ' || g || ' about the deploy', md5(g::text),
+                   array_fill(0.05, ARRAY[%s])::vector, now(), now(), '{}'
+            FROM generate_series(1, 4000) g
+            """,
+            (org, EMBEDDING_DIMS),
+        )
+        conn.execute("ANALYZE memories")
+    plan = build_plan(
+        PlanInputs(
+            mode="hybrid",
+            layer="recall",
+            intent="general",
+            query="the deploy",
+            query_vector=[0.05] * EMBEDDING_DIMS,
+            limit=24,
+            domain=None,
+            include_related=True,
+            related_limit=5,
+        ),
+        settings,
+    )
+    scope = Scope(org_id=org, namespaces=["alice", "alice:s1", "alice:s1:t1"])
+    engine = create_engine(url, settings, generic_plans=True)
+    try:
+        async with engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            pack_pool = raw.driver_connection
+            plans = {
+                "pack": await _generic_plan(pack_pool, build_pack_sql(scope, plan, narrow=True)),
+                "wake": await _generic_plan(pack_pool, build_wake_sql(scope, None)),
+            }
+    finally:
+        await engine.dispose()
+    async with await psycopg.AsyncConnection.connect(libpq_url(url), autocommit=True) as conn:
+        blind = f"SELECT m.id FROM memories m WHERE {scope_sql('m', scope)}"
+        plans["blind"] = await _generic_plan(conn, blind)
+    # The blind form reads the org whole; the pack pool's statements read a namespace or
+    # a row by key at every scan of memories.
+    assert _memories_reads(plans["blind"]) == ["seq"]
+    for name in ("pack", "wake"):
+        reads = _memories_reads(plans[name])
+        assert reads, name
+        for cond in reads:
+            assert "namespace" in cond or "id = " in cond, (name, cond, plans[name])

@@ -8,7 +8,7 @@ import uuid
 import psycopg
 import pytest
 
-from service.store.database import _with_database, ensure_database, upgrade
+from service.store.database import ensure_database, upgrade, with_database
 
 VEC = "[" + ",".join(["0.1"] * 384) + "]"
 
@@ -34,7 +34,7 @@ def _insert(
 def test_existing_rows_carry_over_and_the_new_key_holds(pg_server: object) -> None:
     admin = pg_server.get_uri()  # type: ignore[attr-defined]
     ensure_database(admin, "ctxpack_0003")
-    url = str(_with_database(admin, "ctxpack_0003"))
+    url = str(with_database(admin, "ctxpack_0003"))
     upgrade(url, "0002")
     org = uuid.uuid4()
     with psycopg.connect(url, autocommit=True) as conn:

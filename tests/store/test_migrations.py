@@ -8,11 +8,11 @@ from alembic import command
 from alembic.util.exc import CommandError
 
 from service.store.database import (
-    _with_database,
     alembic_config,
     downgrade,
     ensure_database,
     upgrade,
+    with_database,
 )
 
 
@@ -58,7 +58,7 @@ def test_every_primary_and_unique_key_starts_with_org_id(pg_url: str) -> None:
 def test_downgrade_and_upgrade_round_trip(pg_server: object) -> None:
     admin = pg_server.get_uri()  # type: ignore[attr-defined]
     ensure_database(admin, "ctxpack_roundtrip")
-    url = str(_with_database(admin, "ctxpack_roundtrip"))
+    url = str(with_database(admin, "ctxpack_roundtrip"))
     upgrade(url)
     downgrade(url, "base")
     with psycopg.connect(url) as conn:
@@ -71,6 +71,6 @@ def test_check_detects_drift(pg_server: object) -> None:
     """The drift test can fail: on a database migrated to base only, check complains."""
     admin = pg_server.get_uri()  # type: ignore[attr-defined]
     ensure_database(admin, "ctxpack_empty")
-    url = str(_with_database(admin, "ctxpack_empty"))
+    url = str(with_database(admin, "ctxpack_empty"))
     with pytest.raises(CommandError):
         command.check(alembic_config(url))

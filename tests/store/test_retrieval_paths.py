@@ -4,6 +4,7 @@ the index path (HNSW with iterative scan, GIN AND btree) of a wide one, scope in
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 
 import pytest
@@ -12,14 +13,24 @@ from sqlalchemy import text
 
 from service.domain import ranking
 from service.embedding.fake import FakeEmbedder
-from service.store.retrieval import WIDE_RANDOM_PAGE_COST, RetrievalRepository, Scope
+from service.store.retrieval import (
+    WIDE_RANDOM_PAGE_COST,
+    RetrievalRepository,
+    Scope,
+    shard_common_terms,
+)
 from tests.conftest import Key, Seeder
 
 GOAL = "Fix the blue green deploy pipeline health checks"
 
 
 def _plan(
-    app: FastAPI, goal: str, *, mode: str = "hybrid", layer: str = "recall", limit: int = 10,
+    app: FastAPI,
+    goal: str,
+    *,
+    mode: str = "hybrid",
+    layer: str = "recall",
+    limit: int = 10,
     related: int = 0,
 ) -> ranking.RankingPlan:
     """The plan ``compile_context`` would build for ``goal`` (general intent, no domain),
@@ -122,11 +133,9 @@ async def test_a_goal_of_common_words_only_reads_memories_holding_all_of_them(
     assert await _rank(app, scope, plan, {"carolin": 0.3, "melani": 0.2}) == [both]
 
 
-async def test_common_terms_come_from_the_tables_statistics(
-    app: FastAPI, seed: Seeder, on_citus: bool
-) -> None:
-    """On a Citus coordinator the distributed table has no statistics of its own (its shards
-    do, on the workers): nothing is common there, and every match is read, as before."""
+async def test_common_terms_come_from_the_tables_statistics(app: FastAPI, seed: Seeder) -> None:
+    """From ANALYZE's statistics of ``tsv``: on one node the table's own, on a Citus
+    coordinator (where the distributed table has none) its shards', weighted by their rows."""
     # The word must be common in the whole table, which the suite's earlier tests fill: 3%
     # of its rows (at least 30) hold it.
     async with app.state.ctx.sessionmaker() as session:
@@ -135,16 +144,31 @@ async def test_common_terms_come_from_the_tables_statistics(
         await seed.add(f"Zanzibarian spice note number {n} about cloves.")
     async with app.state.ctx.sessionmaker() as session:
         await session.execute(text("ANALYZE memories"))
+        await session.commit()
         repo = RetrievalRepository(session)
         # Too small a table: nothing is common, every posting list is read whole.
         assert await repo.common_terms(0.011, 10**9) == {}
         common = await repo.common_terms(0.012, 0)
         await session.rollback()
-    if on_citus:
-        assert common == {}
-        return
     assert common.get("zanzibarian", 0) >= 0.012
     assert all(freq >= 0.012 for freq in common.values())
+
+
+def test_shard_statistics_are_weighted_by_their_rows() -> None:
+    """A distributed table's frequency of a lexeme: its shards' frequencies weighted by
+    their rows; a shard that does not list it counts it as absent; a shard never analyzed
+    (no statistics) counts its rows only."""
+    shards = [
+        json.dumps({"rows": 300, "elems": ["alpha", "beta"], "freqs": [0.5, 0.1, 0.1, 0.5, 0]}),
+        json.dumps({"rows": 100, "elems": ["alpha"], "freqs": [0.1, 0.1, 0.1, 0]}),
+        json.dumps({"rows": 100, "elems": None, "freqs": None}),
+    ]
+    terms = shard_common_terms(shards, 0.05, 0)
+    assert terms == {"alpha": pytest.approx((150 + 10) / 500), "beta": pytest.approx(30 / 500)}
+    assert shard_common_terms(shards, 0.1, 0) == {"alpha": pytest.approx(0.32)}
+    # Below min_rows (all shards' rows together) nothing is common.
+    assert shard_common_terms(shards, 0.05, 501) == {}
+    assert shard_common_terms([], 0.05, 0) == {}
 
 
 async def test_the_wide_path_plans_each_call_for_its_values(app: FastAPI) -> None:
@@ -157,6 +181,30 @@ async def test_the_wide_path_plans_each_call_for_its_values(app: FastAPI) -> Non
         mode = (await session.execute(text("SHOW plan_cache_mode"))).scalar_one()
         await session.execute(text("ROLLBACK"))
     assert mode == "force_custom_plan"
+
+
+async def test_the_wide_path_settings_reach_the_statements_of_the_scope(
+    app: FastAPI, seed: Seeder
+) -> None:
+    """The settings of ``use_indexes`` hold where the scope's statements run: on one node its
+    own session; on Citus the worker of the org's shard (propagated SET LOCAL)."""
+    await seed.add("A memory so that the org's shard has a row to read.")
+    async with app.state.ctx.pack_sessionmaker() as session:
+        await session.execute(text("BEGIN"))
+        await RetrievalRepository(session).use_indexes(123)
+        row = (
+            await session.execute(
+                text(
+                    "SELECT current_setting('hnsw.ef_search'),"
+                    " current_setting('hnsw.iterative_scan'),"
+                    " current_setting('random_page_cost')"
+                    " FROM memories m WHERE m.org_id = :org LIMIT 1"
+                ),
+                {"org": seed.org_id},
+            )
+        ).one()
+        await session.execute(text("ROLLBACK"))
+    assert tuple(row) == ("123", "relaxed_order", str(WIDE_RANDOM_PAGE_COST))
 
 
 async def test_the_wide_path_prices_random_reads_for_hot_indexes(app: FastAPI) -> None:

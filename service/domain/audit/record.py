@@ -52,6 +52,8 @@ class AuditAction(StrEnum):
     EXPIRE = "expire"
     TOOL_RESULT = "tool_result"
     ASSEMBLE = "assemble"
+    IMPORT = "import"
+    EXPORT = "export"
 
 
 @dataclass

@@ -8,8 +8,17 @@ chain's end (``reassert``); then one model call, one multi-row INSERT of the pla
 (``plan.row_values`` is the one place a memory row is built from a write), the links and
 projects, and a duplicate keeps its copy alive as long as the longer life
 (``keep_duplicates_alive``). Returns one ``Outcome`` per item: ``(status, id,
-near_duplicates, superseded_id)``. ``apply_update`` carries out a PATCH's plan, and
-``insert_planned`` an insert planned elsewhere (import, the artifact's memory).
+near_duplicates, superseded_id)``. ``apply_update`` carries out a PATCH's plan. Import and
+the artifact's memory are planned by ``plan_import`` and ``plan_artifact_memory`` and insert
+their rows through ``MemoryRepository.insert_rows`` from their own repositories (an import's
+with its ids and times kept, an artifact's with its body in the same statement).
+
+The call's audit row is not written here but by each caller, as its last write in the same
+transaction: the row is the call's, not the write's. A batch's row counts its rejected items,
+which never reach this module; an import runs this path's steps once per chunk of a file
+and writes one row for the file; an artifact's row describes the body; a PATCH's row names
+the fields it changed. What every path's row must hold (one row of the call, naming what it
+stored, no secret) is tested over every path in tests/domain/writes/test_every_path.py.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ class Outcome:
     status: int = 0
     field: str | None = None
     row: dict[str, Any] | None = None  # the stored memory, as the database holds it
+    id: str | None = None  # its id
 
 
 @dataclass
@@ -91,6 +92,7 @@ async def via_remember(c: Ctx, f: dict[str, Any]) -> Outcome:
     r = await post(c.client, c.key, "POST", "/v1/remember", {"namespace": "w", "content": GOOD, **f})
     out = answer(r)
     if not out.refused:
+        out.id = r.json()["id"]
         out.row = stored_row(c.url, c.key.org_id, r.json()["id"])
     return out
 
@@ -105,6 +107,7 @@ async def via_batch(c: Ctx, f: dict[str, Any]) -> Outcome:
         result = r.json()["items"][0]
         if result["status"] == "rejected":
             return Outcome(True, 422, "content")
+        out.id = result["id"]
         out.row = stored_row(c.url, c.key.org_id, result["id"])
     return out
 
@@ -126,7 +129,7 @@ async def via_patch(c: Ctx, f: dict[str, Any]) -> Outcome:
     if out.refused:
         assert row["content"] == "Deploys freeze on Fridays after noon."  # nothing half-written
     else:
-        out.row = row
+        out.id, out.row = mid, row
     return out
 
 
@@ -149,7 +152,7 @@ async def via_import(c: Ctx, f: dict[str, Any]) -> Outcome:
             return Outcome(True, 422, exc.details.get("field"))
     if summary.created == 0:
         return Outcome(True, 422, "file")
-    return Outcome(False, 200, row=stored_row(c.url, c.key.org_id, mid))
+    return Outcome(False, 200, row=stored_row(c.url, c.key.org_id, mid), id=mid)
 
 
 # The artifact's memory: its summary is the memory's content, its body is checked as
@@ -168,6 +171,7 @@ async def via_artifact(c: Ctx, f: dict[str, Any]) -> Outcome:
     out = answer(r)
     out.field = {v: k for k, v in ARTIFACT_FIELDS.items()}.get(out.field or "", out.field)
     if not out.refused:
+        out.id = r.json()["memory_id"]
         out.row = stored_row(c.url, c.key.org_id, r.json()["memory_id"])
     return out
 
@@ -298,3 +302,46 @@ async def test_a_read_only_key_writes_nothing(path, client, make_key, pg_url, tm
     skip_on(path, "import", why="an import runs as the operator")
     out = await run(path, client, make_key, pg_url, tmp_path, {}, scopes=["read"])
     assert out.refused and out.status == 403, out
+
+
+# --- the audit row: each path writes its call's row last, in the write's own transaction
+# (the callers, not writes/apply.py: the row is the call's, and its shape is the operation's;
+# see docs/architecture.md "How a write runs"). These hold the rows to one rule on every path.
+
+ACTION = {"remember": "remember", "batch": "remember_batch", "keyed": "remember",
+          "patch": "memory_update", "import": "import", "artifact": "artifact"}
+
+
+def audit_rows(url: str, org_id: uuid.UUID, action: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT outcome, status_code, memory_ids, request::text, details::text, redaction_count"
+            " FROM audit_events WHERE org_id = %s AND action = %s ORDER BY created_at",
+            (org_id, action),
+        ).fetchall()
+
+
+async def test_a_stored_write_leaves_one_audit_row_of_its_call(path, client, make_key, pg_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    owner = await make_key()
+    out = await path[1](Ctx(client, owner, owner, pg_url, tmp_path, {}), {})
+    assert not out.refused and out.id is not None, out
+    rows = audit_rows(pg_url, owner.org_id, ACTION[path[0]])
+    assert len(rows) == 1, rows
+    outcome, status, memory_ids, _, details, _ = rows[0]
+    assert status in (200, 201) and outcome in ("ok", "created", "updated"), rows[0]
+    if path[0] == "import":
+        assert json.loads(details)["created"] == 1  # an import's row counts what it wrote
+    else:
+        assert memory_ids == [uuid.UUID(out.id)]
+
+
+async def test_a_secret_in_a_write_never_reaches_the_audit_trail(path, client, make_key, pg_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    owner = await make_key()
+    fields = {"content": f"{GOOD} The deploy bot authenticates with {SECRET}.",
+              "name": f"Staging DB and {SECRET}", "metadata": {"token": SECRET}}
+    out = await path[1](Ctx(client, owner, owner, pg_url, tmp_path, {}), fields)
+    assert not out.refused, out
+    rows = audit_rows(pg_url, owner.org_id, ACTION[path[0]])
+    assert rows and all(SECRET not in f"{r[3]} {r[4]}" for r in rows), rows
+    if path[0] in ("remember", "batch", "keyed", "patch", "artifact"):
+        assert rows[-1][5] > 0  # the row counts the redactions it made

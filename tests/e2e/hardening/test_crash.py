@@ -25,7 +25,7 @@ import pytest
 
 from bench import load as load_script
 from bench import seed as seeding
-from service.store.database import _with_database, start_embedded
+from service.store.database import start_embedded, with_database
 
 pytestmark = pytest.mark.slow
 
@@ -104,7 +104,7 @@ class Writers:
 
 def database_url(data_dir: Path) -> str:
     server = start_embedded(data_dir, cleanup_mode=None)
-    return str(_with_database(server.get_uri(), "ctxpack"))
+    return str(with_database(server.get_uri(), "ctxpack"))
 
 
 def stop_postgres(data_dir: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 from service.errors import InvalidInput
 from service.lifecycle.local import model_id
 from service.lifecycle.transfer import IMPORT_CHUNK, import_store
-from service.store.database import _with_database, ensure_database, upgrade
+from service.store.database import ensure_database, upgrade, with_database
 from tests.conftest import make_settings
 from tests.lifecycle.test_transfer import resources, write
 
@@ -28,7 +28,7 @@ def fresh_db(pg_server: Any) -> str:
     admin = pg_server.get_uri()
     name = f"ctxpack_imp_{uuid.uuid4().hex[:8]}"
     ensure_database(admin, name)
-    url = str(_with_database(admin, name))
+    url = str(with_database(admin, name))
     upgrade(url)
     return url
 

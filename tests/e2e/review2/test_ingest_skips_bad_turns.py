@@ -12,13 +12,12 @@ import psycopg
 import pytest
 from fastapi import FastAPI
 
+from service.domain.ingest import Mapping, read_turns
 from service.lifecycle.ingest import (
     Checkpoint,
     HttpTarget,
     IngestSummary,
-    Mapping,
     ingest,
-    read_turns,
 )
 from tests.conftest import Key
 from tests.lifecycle.test_ingest import local_target

@@ -9,13 +9,12 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from service.domain.ingest import Mapping, read_turns
 from service.lifecycle.ingest import (
     Checkpoint,
     HttpTarget,
     IngestSummary,
-    Mapping,
     ingest,
-    read_turns,
 )
 from tests.conftest import Key
 from tests.e2e.review2.test_ingest_skips_bad_turns import count
