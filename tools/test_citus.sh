@@ -50,9 +50,11 @@ echo "test-citus: cluster up at $url ($(( $(date +%s) - start )) s)"
 # tests/ but the pure unit tests of domain rules, the embedder and the schemas). Tests that
 # need a server of their own (a fresh database, a hot standby) skip, saying so. The domain
 # tests that run on the database (tests/domain/audit, test_caller_cache, test_erase,
-# test_expiry, test_wake) are in; its pure unit tests are these:
+# test_expiry, test_wake, and the write path's writes/test_apply and writes/test_every_path)
+# are in; its pure unit tests are these:
 unit=""
-for f in redaction writes test_assemble.py test_facets.py test_gate_locomo.py test_goal_focus.py \
+for f in redaction writes/test_keyed.py writes/test_plan.py writes/test_prepare.py \
+    test_assemble.py test_facets.py test_gate_locomo.py test_goal_focus.py test_ingest.py \
     test_namespaces.py test_pack_markdown.py test_ranking.py test_temporal.py \
     test_tool_results.py test_transfer.py test_wake_plan.py test_write_gate.py \
     test_write_pipeline.py; do

@@ -37,10 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    settings = settings_from(args)
     handler: Handler = args.handler
     try:
-        return handler(args, settings)
+        return handler(args, settings_from(args))
     except CtxpackError as exc:
         print(f"ctxpack: error: {exc.code}: {exc.message}", file=sys.stderr)
         return 2

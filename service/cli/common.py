@@ -9,7 +9,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pydantic import ValidationError
+
 from service.config import Settings
+from service.errors import InvalidInput
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -34,6 +37,13 @@ def db_options(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
+    """The settings of the environment, with the options given in ``args`` over them.
+
+    Raises:
+        InvalidInput: a setting's value is refused; names its variable, the value and the
+            values it takes (``CTXPACK_QUERY_PRECISION='int4': Input should be 'fp32' or
+            'int8'``), one line per refused setting.
+    """
     overrides: dict[str, Any] = {}
     for name in ("data_dir", "database_url", "host", "port"):
         value = getattr(args, name, None)
@@ -41,7 +51,17 @@ def settings_from(args: argparse.Namespace) -> Settings:
             overrides[name] = value
     if getattr(args, "no_migrate", False):
         overrides["migrate_on_start"] = False
-    return Settings(**overrides)
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        refused = [
+            ("CTXPACK_" + str(e["loc"][0]).upper() if e["loc"] else "settings", e["input"], e["msg"])
+            for e in exc.errors()
+        ]
+        raise InvalidInput(
+            refused[0][0],
+            "; ".join(f"invalid setting {name}={value!r}: {msg}" for name, value, msg in refused),
+        ) from None
 
 
 def with_resources(

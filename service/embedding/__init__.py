@@ -33,6 +33,7 @@ def build_embedder(settings: Settings) -> Embedder:
             threads=settings.embed_threads,
             batch_size=settings.embed_batch_size,
             documents_precision=settings.embed_documents_precision,
+            query_precision=settings.query_precision,
         )
     if embedder.dims != settings.embedding_dims:
         raise ServiceUnavailable(

