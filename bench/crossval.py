@@ -59,6 +59,7 @@ import httpx
 import numpy as np
 
 from bench import corpora, locomo_eval
+from bench.report import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -783,9 +784,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=CACHE / "crossval.json")
     args = parser.parse_args()
     report = asyncio.run(run(args))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
-    print(f"\nwritten: {args.out}")
+    write_json(args.out, report)
     return 0
 
 

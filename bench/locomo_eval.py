@@ -39,6 +39,7 @@ from typing import Any
 
 import httpx
 
+from bench.report import write_json
 from bench.stats import percentile
 from service.remote import api_key_from_env
 
@@ -423,8 +424,7 @@ async def main() -> int:
         report.update(layer=args.layer, k=args.k, recall=results, latency=latency)
         print()
         print(table(results, ks))
-        args.out.write_text(json.dumps(report, indent=2))
-        print(f"\nwritten: {args.out}")
+        write_json(args.out, report)
     return 0
 
 

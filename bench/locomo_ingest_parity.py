@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 
 from bench import locomo_eval
+from bench.report import write_json
 from service.remote import api_key_from_env
 
 
@@ -128,8 +129,7 @@ async def main() -> int:
         f"\nof {len(queries)} questions, top-{args.k} differs between the two loads in order: {differ}, "
         f"as a set: {differ_set}; recall@{args.k} differs: {recall_moved}"
     )
-    args.out.write_text(json.dumps(report, indent=2))
-    print(f"written: {args.out}")
+    write_json(args.out, report)
     return 0
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import time
 from collections import defaultdict
@@ -43,6 +42,7 @@ import httpx
 import numpy as np
 
 from bench import crossval, locomo_eval
+from bench.report import write_json
 from bench.stats import percentile
 
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -357,9 +357,7 @@ def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     report = quality(args) if args.command == "quality" else timing(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
-    print(f"\nwritten: {args.out}")
+    write_json(args.out, report)
     return 0
 
 

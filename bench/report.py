@@ -5,8 +5,18 @@ Markdown the run prints and tools/readme_results.py writes into the README
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
+
+
+def write_json(path: Path, report: dict[str, Any]) -> None:
+    """Write a benchmark's JSON report to ``path`` (making its folder), and say where."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2))
+    print(f"\nwritten: {path}")
+
 
 # -------------------------------------------------------------------------- report
 
