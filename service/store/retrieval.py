@@ -188,9 +188,10 @@ def scope_sql(alias: str, scope: Scope, namespace: str | None = None) -> str:
     return " AND ".join(parts)
 
 
-def scope_rows_sql(scope: Scope, columns: str) -> str:
-    """A FROM item ``m`` of ``columns`` (over ``memories m``) of the scope's rows, read by one
-    (org_id, namespace) btree lookup per namespace: a LATERAL kept apart by OFFSET 0.
+def per_namespace_sql(columns: str, where: str) -> str:
+    """A FROM item ``m`` of ``columns`` of ``memories m`` rows matching ``where`` (which reads
+    ``ns.n``, one of ``:namespaces``), read by one (org_id, namespace) btree lookup per
+    namespace: a LATERAL kept apart by OFFSET 0.
 
     The pack pool plans a statement once, without its values (``database.create_engine``),
     and for ``namespace = ANY(:namespaces)`` such a plan guesses the rows from the table's
@@ -200,8 +201,13 @@ def scope_rows_sql(scope: Scope, columns: str) -> str:
     return f"""(SELECT DISTINCT n FROM unnest(CAST(:namespaces AS text[])) AS u(n)) ns
             CROSS JOIN LATERAL (
                 SELECT {columns}
-                FROM memories m WHERE {scope_sql("m", scope, namespace="ns.n")}
+                FROM memories m WHERE {where}
                 OFFSET 0) m"""
+
+
+def scope_rows_sql(scope: Scope, columns: str) -> str:
+    """``per_namespace_sql`` of the scope's rows (every predicate of ``scope_sql``)."""
+    return per_namespace_sql(columns, scope_sql("m", scope, namespace="ns.n"))
 
 
 def scope_params(scope: Scope) -> dict[str, Any]:
@@ -237,13 +243,12 @@ def _edges(item: str) -> str:
         FROM relations r WHERE r.org_id = :org AND r.target_id = {item}"""
 
 
-SCOPE_N_SQL = """(SELECT count(*)
-                FROM (SELECT DISTINCT n FROM unnest(CAST(:namespaces AS text[])) AS u(n)) ns
-                CROSS JOIN LATERAL (SELECT 1 FROM memories m
-                                    WHERE m.org_id = :org AND m.namespace = ns.n OFFSET 0) c
-                )::float8"""
+SCOPE_N_SQL = (
+    f"(SELECT count(*) FROM {per_namespace_sql('1', 'm.org_id = :org AND m.namespace = ns.n')}"
+    ")::float8"
+)
 """N of BM25's idf counted in the statement: the memories of the scope's namespaces, one
-btree range per namespace (see ``scope_rows_sql``)."""
+btree range per namespace (``per_namespace_sql``)."""
 
 
 # One tsquery per goal lexeme (``q.terms``), quoted as tsquery input wants (quotes and
