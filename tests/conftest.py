@@ -416,3 +416,13 @@ def live_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     """``ctxpack serve`` in a subprocess on a free port; yields its base URL."""
     with serve_process(pg_url, tmp_path_factory.mktemp("live") / "serve.log") as base:
         yield base
+
+
+async def audit_transports(sql: SqlRows, key: Key) -> list[tuple[str, int, str | None]]:
+    """The audit rows of ``key``'s org, oldest first: (action, status code, transport), the
+    transport being what a failure row records (``None`` on a success row)."""
+    found = await sql(
+        "SELECT action, status_code, details->>'transport' FROM audit_events WHERE org_id = :o "
+        "ORDER BY created_at", o=key.org_id,
+    )  # fmt: skip
+    return [tuple(r) for r in found]

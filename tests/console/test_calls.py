@@ -16,7 +16,7 @@ from service.domain.console import ConsoleSession
 from service.errors import NotFound, RateLimited
 from service.operations import FORGET
 from service.schemas.memories import MemoryRef
-from tests.conftest import AppFactory, Key, SqlRows
+from tests.conftest import AppFactory, Key, SqlRows, audit_transports
 
 
 def page_request(app: FastAPI, path: str = "/ui/memories") -> Request:
@@ -24,14 +24,6 @@ def page_request(app: FastAPI, path: str = "/ui/memories") -> Request:
         "type": "http", "app": app, "method": "POST", "path": path, "headers": [],
         "client": ("198.51.100.7", 1234), "query_string": b"",
     })  # fmt: skip
-
-
-async def rows(sql: SqlRows, key: Key) -> list[tuple[str, int, str | None]]:
-    found = await sql(
-        "SELECT action, status_code, details->>'transport' FROM audit_events WHERE org_id = :o "
-        "ORDER BY created_at", o=key.org_id,
-    )  # fmt: skip
-    return [tuple(r) for r in found]
 
 
 async def test_signing_in_is_a_bearer_check_and_an_audited_session(
@@ -44,7 +36,7 @@ async def test_signing_in_is_a_bearer_check_and_an_audited_session(
     assert console.caller.key_id == key.key_id and console.csrf_token
     resumed = await calls.resume(page_request(app), token)
     assert resumed is not None and resumed.session_id == console.session_id
-    assert await rows(sql, key) == [("console_login", 200, None)]
+    assert await audit_transports(sql, key) == [("console_login", 200, None)]
 
 
 async def test_a_pages_call_is_audited_under_its_operation_as_the_console(
@@ -55,7 +47,7 @@ async def test_a_pages_call_is_audited_under_its_operation_as_the_console(
     page = calls.ConsoleCalls(page_request(app), signed[1])
     with pytest.raises(NotFound):
         await page.call(FORGET, MemoryRef(memory_id=uuid.uuid4()))
-    assert (await rows(sql, key))[-1] == ("delete", 404, "console")
+    assert (await audit_transports(sql, key))[-1] == ("delete", 404, "console")
 
 
 async def test_every_console_call_takes_the_keys_rate_limit(

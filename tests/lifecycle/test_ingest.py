@@ -31,7 +31,7 @@ from service.lifecycle.ingest import (
 )
 from service.lifecycle.local import operator
 from service.resources import open_resources
-from tests.conftest import Key, SqlRows, make_settings
+from tests.conftest import Key, SqlRows, audit_transports, make_settings
 from tests.domain.test_ingest import JSONL, LOCOMO
 
 REPO = Path(__file__).resolve().parents[2]
@@ -306,11 +306,10 @@ async def test_a_refused_local_batch_is_audited_as_a_cli_call(
             await target.send([{"namespace": secret_namespace, "content": fact}])
         stored = await target.send([{"namespace": "kim", "content": fact}])
     assert [i["status"] for i in stored] == ["created"]
-    rows = await sql(
-        "SELECT action, status_code, details->>'transport' FROM audit_events "
-        "WHERE org_id = :o ORDER BY created_at", o=key.org_id,
-    )  # fmt: skip
-    assert [tuple(r) for r in rows] == [("remember_batch", 422, "cli"), ("remember_batch", 200, None)]
+    assert await audit_transports(sql, key) == [
+        ("remember_batch", 422, "cli"),
+        ("remember_batch", 200, None),
+    ]
     assert secret_namespace not in str(await sql(
         "SELECT request::text, details::text FROM audit_events WHERE org_id = :o", o=key.org_id
     ))  # fmt: skip

@@ -8,16 +8,8 @@ from __future__ import annotations
 
 from service.mcp.server import INSTRUCTIONS
 from service.mcp.tools import TOOLS
-from tests.conftest import Key, McpConnect, SqlRows
+from tests.conftest import Key, McpConnect, SqlRows, audit_transports
 from tests.mcp.conftest import structured
-
-
-async def refusals(sql: SqlRows, key: Key) -> list[tuple[str, int, str | None]]:
-    rows = await sql(
-        "SELECT action, status_code, details->>'transport' FROM audit_events WHERE org_id = :o "
-        "ORDER BY created_at", o=key.org_id,
-    )  # fmt: skip
-    return [tuple(r) for r in rows]
 
 
 async def test_the_server_lists_the_tables_tools_with_its_instructions(
@@ -39,7 +31,7 @@ async def test_unstorable_text_is_refused_before_the_backend_and_audited(
     assert result.is_error
     error = structured(result)["error"]
     assert (error["code"], error["field"], error["status"]) == ("validation_error", "content", 422)
-    assert await refusals(sql, key) == [("remember", 422, "mcp")]
+    assert await audit_transports(sql, key) == [("remember", 422, "mcp")]
 
 
 async def test_arguments_the_input_model_refuses_name_their_field(
@@ -50,7 +42,7 @@ async def test_arguments_the_input_model_refuses_name_their_field(
     error = structured(result)["error"]
     assert error["code"] == "validation_error"
     assert {e["field"] for e in error["errors"]} == {"limit", "surprise"}
-    assert await refusals(sql, key) == [("list", 422, "mcp")]
+    assert await audit_transports(sql, key) == [("list", 422, "mcp")]
 
 
 async def test_an_unknown_tool_is_not_found_as_a_tool_error(mcp_connect: McpConnect, key: Key) -> None:
