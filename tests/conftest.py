@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -426,3 +427,21 @@ async def audit_transports(sql: SqlRows, key: Key) -> list[tuple[str, int, str |
         "ORDER BY created_at", o=key.org_id,
     )  # fmt: skip
     return [tuple(r) for r in found]
+
+
+@contextmanager
+def tokenizing_threads(sync: Any) -> Iterator[list[bool]]:
+    """While open, records for each ``count_tokens`` call of the embedder ``sync`` whether it
+    ran on the main thread (the event loop's): a test asserts that none did."""
+    seen: list[bool] = []
+    original = sync.count_tokens
+
+    def spy(text: str) -> int:
+        seen.append(threading.current_thread() is threading.main_thread())
+        return original(text)  # type: ignore[no-any-return]
+
+    sync.count_tokens = spy
+    try:
+        yield seen
+    finally:
+        del sync.count_tokens

@@ -8,7 +8,6 @@ JSON value its compact JSON; an assemble call's parts count together."""
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import httpx
@@ -16,7 +15,7 @@ from mcp import Client
 
 from service.mcp.backends import LocalBackend, bearer_key
 from service.mcp.server import build_server
-from tests.conftest import AppFactory, Key, KeyFactory, SqlRows
+from tests.conftest import AppFactory, Key, KeyFactory, SqlRows, tokenizing_threads
 from tests.mcp.conftest import structured
 
 LIMIT = 64 * 1024
@@ -309,15 +308,7 @@ async def test_tool_results_and_assembly_tokenize_off_the_event_loop(
         )
         assert remembered.status_code == 201, remembered.text
         sync = client.app.state.ctx.embedder.sync  # type: ignore[attr-defined]
-        seen: list[bool] = []
-        original = sync.count_tokens
-
-        def spy(text: str) -> int:
-            seen.append(threading.current_thread() is threading.main_thread())
-            return original(text)  # type: ignore[no-any-return]
-
-        sync.count_tokens = spy
-        try:
+        with tokenizing_threads(sync) as seen:
             one = await client.post(
                 "/v1/tool-results", json=result("c1", log_text(20_000)), headers=key.headers
             )
@@ -340,6 +331,4 @@ async def test_tool_results_and_assembly_tokenize_off_the_event_loop(
                 headers=key.headers,
             )
             assert assembled.status_code == 200, assembled.text
-        finally:
-            del sync.count_tokens
     assert seen and not any(seen), "a tool result or an assembly was tokenized on the event loop"

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -22,7 +21,7 @@ import psycopg
 from fastapi import FastAPI
 
 from service.domain.expiry import purge_expired
-from tests.conftest import KeyFactory
+from tests.conftest import KeyFactory, tokenizing_threads
 
 TEXT = "The nightly backup of the billing database runs at 02:00 UTC and takes forty minutes."
 OTHER = "Staging certificates are renewed by cert-manager thirty days before they expire."
@@ -145,15 +144,7 @@ async def test_pack_rendering_runs_off_the_event_loop(
     body = " ".join(f"The billing export step {n} writes shard {n} to the archive bucket." for n in range(40))
     await _made(client, key.headers, content=body, type="procedure")
     sync = app.state.ctx.embedder.sync
-    seen: list[bool] = []
-    original = sync.count_tokens
-
-    def spy(text: str) -> int:
-        seen.append(threading.current_thread() is threading.main_thread())
-        return original(text)  # type: ignore[no-any-return]
-
-    sync.count_tokens = spy
-    try:
+    with tokenizing_threads(sync) as seen:
         for layer in ("recall", "wake"):
             response = await client.post(
                 "/v1/context",
@@ -162,6 +153,4 @@ async def test_pack_rendering_runs_off_the_event_loop(
                 headers=key.headers,
             )
             assert response.status_code == 200, response.text
-    finally:
-        del sync.count_tokens
     assert seen and not any(seen), "a pack was tokenized on the event loop's thread"
