@@ -217,7 +217,8 @@ class LifecycleRepository:
         (None: the database's clock; oldest expiry first, by the partial index), optionally
         only those of ``org_id`` with one of the ``(namespace, content_hash)`` pairs ``keys``
         or one of the ``(namespace, key)`` pairs ``named``.
-        Rows another transaction holds are skipped, so two purgers never wait on each other.
+        Rows another transaction holds are skipped, so two purgers never wait on each other;
+        a write's purge of its own copies (``keys`` or ``named``) waits for them instead.
 
         Across every org (``org_id`` None: the expiry job), the oldest expiries are found
         first without a lock, then locked org by org: a locking statement names one org,
@@ -254,7 +255,11 @@ class LifecycleRepository:
             if named:
                 wanted.append(tuple_(Memory.namespace, Memory.key).in_(list(named)))
             stmt = stmt.where(or_(*wanted))
-        stmt = stmt.order_by(Memory.expires_at).limit(limit).with_for_update(skip_locked=True)
+        # A write that names its copies waits for a holder (the expiry job, purging the same
+        # row) instead of skipping the row: skipped, the copy was still there for the write's
+        # duplicate check and its unique index, and the write got a 409 naming an expired row.
+        targeted = keys is not None or bool(named)
+        stmt = stmt.order_by(Memory.expires_at).limit(limit).with_for_update(skip_locked=not targeted)
         return [tuple(r) for r in (await self.session.execute(stmt)).all()]  # type: ignore[misc]
 
     async def db_now(self) -> datetime:
