@@ -26,6 +26,7 @@ from service.config import Settings
 from service.console import mount as console
 from service.domain import audit as audit_service
 from service.domain import expiry as expiry_service
+from service.domain import namespace_indexes as namespace_index_service
 from service.embedding import Embedder
 from service.mcp.http import PATH as MCP_PATH
 from service.mcp.http import McpEndpoint
@@ -119,6 +120,7 @@ def create_app(
             async with (
                 _retention_job(app, resources),
                 _expiry_job(app, resources),
+                _namespace_index_job(app, resources),
                 mcp_endpoint.serving(resources),
             ):
                 log.info(
@@ -205,6 +207,25 @@ def _expiry_job(app: FastAPI, resources: Resources) -> contextlib.AbstractAsyncC
         else None
     )
     return _background(app, "expiry_task", "memory-expiry", job)
+
+
+def _namespace_index_job(
+    app: FastAPI, resources: Resources
+) -> contextlib.AbstractAsyncContextManager[None]:
+    """The namespace index job, which builds big namespaces' own indexes
+    (``app.state.namespace_index_task``; off when ``namespace_index_interval_seconds`` is 0)."""
+    settings = resources.settings
+    job = (
+        namespace_index_service.run_namespace_indexing(
+            resources.engine,
+            min_rows=settings.exact_scan_max_rows,
+            max_indexed=settings.namespace_index_max,
+            interval_seconds=settings.namespace_index_interval_seconds,
+        )
+        if settings.namespace_index_interval_seconds > 0
+        else None
+    )
+    return _background(app, "namespace_index_task", "namespace-indexes", job)
 
 
 def state_of(app: FastAPI) -> Resources:

@@ -231,17 +231,30 @@ class _CoreSettings(BaseSettings):
         4, description="Candidates fetched per retriever, as a multiple of the pack limit."
     )
     hnsw_ef_search: int = Field(
-        300,
-        description="hnsw.ef_search for wide-scope vector queries. At a 100k-memory scope, "
-        "vector recall@10 against an exact scan: 89.9% at 100, 96.0% at 200, 97.9% at 300 "
-        "(one node; a Citus cluster 88.7 / 94.4 / 98.4%), for about 10 ms more per call "
-        "than 100 (docs/scaling.md).",
+        200,
+        description="hnsw.ef_search of a big namespace's own HNSW index in a context pack. On "
+        "the 57k-memory task scope of a 100k-memory user (three indexed namespaces), vector "
+        "recall@10 against an exact scan: 97.2% at 100, 100% at 200 (docs/context.md, 'Big "
+        "scopes').",
     )
     exact_scan_max_rows: int = Field(
-        10000,
-        description="Scopes with at most this many memories are ranked by an exact scan behind "
-        "the namespace btree; larger ones use HNSW (iterative scan) and the GIN index. Measured "
-        "crossover: 5k-20k rows.",
+        2000,
+        description="A namespace holding more than this many memories gets an HNSW and a GIN "
+        "index of its own (built in the background by the namespace index job), and scopes that "
+        "include it are ranked through them; every other scope is ranked by an exact scan "
+        "behind the namespace btree, and its writes insert into no vector index.",
+    )
+    namespace_index_max: int = Field(
+        200,
+        description="At most this many namespaces get indexes of their own, the biggest first: "
+        "every index of the table adds to the planning of each statement that reads it. The "
+        "others are scanned exactly (the same packs, slower).",
+    )
+    namespace_index_interval_seconds: float = Field(
+        60,
+        description="Seconds between passes of the namespace index job, which builds the "
+        "indexes of namespaces above `exact_scan_max_rows` and drops those of namespaces that "
+        "fell to half of it (0 disables; `ctxpack db index` runs one pass).",
     )
 
     # --- limits, audit, observability -----------------------------------------------------

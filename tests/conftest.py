@@ -109,6 +109,8 @@ def make_settings(pg_url: str, **overrides: object) -> Settings:
         "print_bootstrap_key": False,
         "rate_limit_per_minute": 0,
         "console_sign_in_per_minute": 0,
+        # Namespace indexes are built by the tests that want them (namespace_indexes.sync).
+        "namespace_index_interval_seconds": 0,
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

@@ -66,6 +66,15 @@ async def _database_url(resources: Resources) -> str:
     return resources.database_url
 
 
+async def _index_namespaces(resources: Resources) -> Any:
+    from service.domain.namespace_indexes import index_namespaces
+
+    settings = resources.settings
+    return await index_namespaces(
+        resources.engine, settings.exact_scan_max_rows, settings.namespace_index_max
+    )
+
+
 def _exit_on_signal(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
@@ -78,6 +87,10 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
 
     from service.store.database import alembic_config, downgrade, upgrade
 
+    if args.db_command == "index":
+        report = with_resources(settings, _index_namespaces)
+        print(f"namespace indexes: {len(report.built)} built, {len(report.dropped)} dropped")
+        return 0
     url = with_resources(settings, _database_url, check_schema=False)
     if args.db_command == "upgrade":
         upgrade(url, args.revision or "head")
@@ -156,9 +169,14 @@ def add_parsers(sub: Any) -> None:
         ("upgrade", "apply migrations (default: to head)"),
         ("downgrade", "revert migrations (default: one step)"),
         ("current", "show the database's revision"),
+        (
+            "index",
+            "build big namespaces' own indexes now, drop shrunk ones' (the server's job "
+            "does it in the background)",
+        ),
     ):
         p = db_sub.add_parser(name, help=help_text, description=help_text)
-        if name != "current":
+        if name in ("upgrade", "downgrade"):
             p.add_argument("revision", nargs="?", help="target revision")
         db_options(p)
     db.set_defaults(handler=cmd_db)

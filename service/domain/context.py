@@ -51,12 +51,17 @@ from service.schemas.context import (
     ContextResponse,
     ContextSection,
 )
-from service.store.retrieval import RankedPack, RankedRow, RetrievalRepository, Scope
+from service.store.retrieval import (
+    SCOPE_COUNT_CAP,
+    RankedPack,
+    RankedRow,
+    RetrievalRepository,
+    Scope,
+)
 from service.store.wake import WakeRow
 
 # How much of the goal the audit row keeps (after redaction).
 AUDIT_GOAL_CHARS = 500
-
 
 
 def _quality(row: RankedRow | WakeRow, expires_at: datetime | None) -> ContextQuality:
@@ -346,7 +351,7 @@ async def compile_context(
     # One after the other: overlapping the model with the scope probe gained nothing
     # measurable on two cores (the model's two threads take both).
     vector = await embedder.embed_query(texts.vector) if req.retrieval != "lexical" else None
-    scope_rows = await repo.scope_size(scope, settings.exact_scan_max_rows + 1)
+    scope_rows = await repo.scope_size(scope, SCOPE_COUNT_CAP)
     plan = ranking.build_plan(
         ranking.PlanInputs(
             mode=req.retrieval,

@@ -37,7 +37,8 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store.models import Artifact, Memory, Project, Relation
-from service.store.retrieval import RetrievalRepository, Scope, use_indexes
+from service.store.namespace_indexes import indexed_namespaces
+from service.store.retrieval import use_indexes
 from service.store.vectors import vector_literal
 
 
@@ -85,10 +86,10 @@ NEAR_DUPLICATE_EF_SEARCH = 40
 
 def near_order(indexed: bool, vec: str = "p.vec") -> str:
     """The ORDER BY of a near-duplicate probe on ``m`` against ``p.vec``. Exact (``+ 0``: a
-    scan of the namespace behind the btree, never HNSW) for a namespace of at most the
-    exact-scan threshold's rows; with a selective namespace filter HNSW would walk most of
-    the graph to fill the limit. The bare operator in a larger namespace, where that scan
-    read every row (250 ms at 40k rows) and HNSW with an iterative scan finds a duplicate,
+    scan of the namespace behind the btree) for a namespace without a vector index of its
+    own (store/namespace_indexes.py: at most the exact-scan threshold's rows). The bare
+    operator in an indexed one, where that scan read every row (250 ms at 40k rows) and the
+    namespace's HNSW graph, with an iterative scan past the other types, finds a duplicate,
     far closer than anything else, among the first neighbours."""
     return f"m.embedding <=> {vec}" if indexed else f"(m.embedding <=> {vec}) + 0"
 
@@ -96,8 +97,8 @@ def near_order(indexed: bool, vec: str = "p.vec") -> str:
 def near_branch(suffix: str, key_projects: Sequence[str], idx: int = 0) -> str:
     """One probe's near duplicates through HNSW (``near_order``), its values bound as
     ``:namespace{suffix}``, ``:type{suffix}``, ``:project{suffix}``, ``:agent{suffix}`` and
-    ``:vec{suffix}``: constants the planner sees, so it estimates the namespace's share and
-    takes the index (handed a LATERAL probe's columns it guessed one row and scanned)."""
+    ``:vec{suffix}``: constants the planner sees, so it proves the namespace index's
+    predicate and takes the index (handed a LATERAL probe's columns it cannot)."""
     vec = f"CAST(:vec{suffix} AS vector)"
     return f"""(SELECT {int(idx)} AS idx, m.id, m.name, 1 - (m.embedding <=> {vec}) AS score
         FROM (SELECT CAST(:project{suffix} AS text) AS project,
@@ -294,23 +295,11 @@ class MemoryRepository:
         rows = (await self.session.execute(stmt)).tuples().all()
         return {mid: (project, namespace, agent_id) for mid, project, namespace, agent_id in rows}
 
-    async def namespace_size(self, org_id: uuid.UUID, namespace: str, cap: int) -> int:
-        """The namespace's memories, counted up to ``cap`` and remembered for a few seconds:
-        the scope probe of context packs (``RetrievalRepository.scope_size``), for one
-        namespace. It only picks a plan."""
-        scope = Scope(org_id=org_id, namespaces=[namespace])
-        return await RetrievalRepository(self.session).scope_size(scope, cap)
-
-    async def _indexed(
-        self, org_id: uuid.UUID, namespaces: set[str], exact_max_rows: int
-    ) -> set[str]:
-        """The ``namespaces`` holding more than ``exact_max_rows`` memories (probed through
-        HNSW, ``near_order``); for those, this transaction's statements may use the index."""
-        big = {
-            ns
-            for ns in sorted(namespaces)
-            if await self.namespace_size(org_id, ns, exact_max_rows + 1) > exact_max_rows
-        }
+    async def _indexed(self, org_id: uuid.UUID, namespaces: set[str]) -> set[str]:
+        """Those of ``namespaces`` with a vector index of their own
+        (store/namespace_indexes.py), probed through it (``near_order``); for those, this
+        transaction's statements may use the index."""
+        big = set(await indexed_namespaces(self.session, org_id, namespaces))
         if big:
             await use_indexes(self.session, NEAR_DUPLICATE_EF_SEARCH)
         return big
@@ -322,22 +311,17 @@ class MemoryRepository:
         threshold: float,
         limit: int,
         key_projects: Sequence[str] = (),
-        exact_max_rows: int | None = None,
     ) -> dict[int, list[tuple[uuid.UUID, str, float]]]:
         """For each probe ``(index, namespace, type, project, agent_id, vector)``, the live
         memories of the same namespace and type within the duplicate reach whose cosine is at
         least ``threshold``, best first.
 
         One round trip per plan (usually one for the whole batch): a LATERAL
-        nearest-neighbour query per probe, exact in a namespace of at most
-        ``exact_max_rows`` memories (always, when None), through HNSW in a larger one."""
+        nearest-neighbour query per probe, exact in a namespace without an index of its own,
+        through the namespace's HNSW index otherwise."""
         if not probes:
             return {}
-        big = (
-            set()
-            if exact_max_rows is None
-            else await self._indexed(org_id, {p[1] for p in probes}, exact_max_rows)
-        )
+        big = await self._indexed(org_id, {p[1] for p in probes})
         out: dict[int, list[tuple[uuid.UUID, str, float]]] = {}
         exact = [p for p in probes if p[1] not in big]
         indexed = [p for p in probes if p[1] in big]
@@ -446,15 +430,12 @@ class MemoryRepository:
         threshold: float,
         limit: int,
         key_projects: Sequence[str] = (),
-        exact_max_rows: int | None = None,
     ) -> tuple[tuple[uuid.UUID, bool] | None, list[tuple[uuid.UUID, str, float]]]:
         """A single write's checks in one round trip: the exact match as in
         ``existing_by_hash`` (``(id, current)`` or None), and the near duplicates as in
-        ``near_duplicates`` (``exact_max_rows`` too); both within the duplicate reach."""
+        ``near_duplicates``; both within the duplicate reach."""
         reach = _dup_reach_sql(key_projects)
-        indexed = exact_max_rows is not None and bool(
-            await self._indexed(org_id, {namespace}, exact_max_rows)
-        )
+        indexed = bool(await self._indexed(org_id, {namespace}))
         near_one = f"""(SELECT false, m.id, m.name, 1 - m.dist
              FROM p CROSS JOIN LATERAL (
                  SELECT m.id, m.name, m.embedding <=> p.vec AS dist

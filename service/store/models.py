@@ -189,13 +189,9 @@ class Memory(Base):
             "superseded_by",
             postgresql_where=text("superseded_by IS NOT NULL"),
         ),
-        Index(
-            "ix_memories_embedding_hnsw",
-            "embedding",
-            postgresql_using="hnsw",
-            postgresql_with={"m": 16, "ef_construction": 64},
-            postgresql_ops={"embedding": "vector_cosine_ops"},
-        ),
+        # No table-wide vector index (migration 0009): a big namespace gets a partial HNSW
+        # and GIN index of its own at run time (store/namespace_indexes.py), which Alembic
+        # leaves alone (migrations/env.py).
         Index("ix_memories_tsv", "tsv", postgresql_using="gin"),
         Index("ix_memories_tags", "tags", postgresql_using="gin"),
         # The expiry job's scan (migration 0005): only memories that can expire are indexed.

@@ -40,6 +40,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from service.cache import TtlLru
+from service.store.namespace_indexes import indexed_namespaces
 from service.store.vectors import vector_literal
 
 Mode = Literal["hybrid", "lexical", "vector"]
@@ -82,7 +83,6 @@ class RankingPlan:
     graph_decay: float | None
     related_limit: int
     hnsw_ef_search: int
-    exact_scan_max_rows: int
     common_term_freq: float = 1.0
     common_term_min_rows: int = 0
     # A candidate's relevance must reach this share of the best gated one's (0: off).
@@ -210,6 +210,11 @@ def scope_rows_sql(scope: Scope, columns: str) -> str:
     return per_namespace_sql(columns, scope_sql("m", scope, namespace="ns.n"))
 
 
+def distinct(scope: Scope) -> list[str]:
+    """The scope's namespaces, each once, in order: a wide statement's branches."""
+    return list(dict.fromkeys(scope.namespaces))
+
+
 def scope_params(scope: Scope) -> dict[str, Any]:
     params: dict[str, Any] = {"org": scope.org_id, "namespaces": list(scope.namespaces)}
     if scope.project is not None:
@@ -223,9 +228,13 @@ def scope_params(scope: Scope) -> dict[str, Any]:
     return params
 
 
+# A scope's memories are counted up to this (``scope_size``): a wide scope's BM25 N (idf
+# uses greatest(N, df)), and the audit row's ``scope_rows``. Counting a 57k-row scope whole
+# would read its 57k btree entries on every call.
+SCOPE_COUNT_CAP = 10_001
 # A wide scope's full-text hits read per call, at most (BM25 statistics come from these).
 LEXICAL_HITS_CAP = 20000
-# How long a scope's size is remembered (it picks exact scan vs indexes; see scope_size).
+# How long a scope's size is remembered (see scope_size).
 SCOPE_SIZE_TTL = 10.0
 _SCOPE_SIZES: TtlLru[tuple[Any, ...], int] = TtlLru(SCOPE_SIZE_TTL, 50_000)
 # How long the table's common lexemes are remembered (ANALYZE refreshes them far less often).
@@ -317,7 +326,7 @@ def bm25_ctes(scope_n: str, lex_tail: str = "", *, estimated: bool = False) -> l
     ]
 
 
-def selective_hits_ctes(in_scope: str) -> list[str]:
+def selective_hits_ctes(branches: Sequence[str]) -> list[str]:
     """A wide scope's full-text hits, read through its goal's rare clauses only.
 
     Reading every in-scope memory that matches any goal word costs time in proportion to
@@ -328,7 +337,13 @@ def selective_hits_ctes(in_scope: str) -> list[str]:
     (``:common_lexemes``, from the table's statistics, see ``common_terms``) still scores
     on every hit, and its df is estimated from its table-wide frequency (``bm25_ctes``,
     ``estimated``). Without statistics (a fresh table, a Citus coordinator) every lexeme is rare:
-    every match is read, as on a narrow scope. ``:probe`` is ``probe_query``'s tsquery."""
+    every match is read, as on a narrow scope. ``:probe`` is ``probe_query``'s tsquery.
+    ``branches``: the scope's predicates, one per namespace (read each through its own
+    GIN index when it has one)."""
+    matches = " UNION ALL ".join(
+        f"(SELECT m.id, m.tsv FROM memories m WHERE {where} AND m.tsv @@ CAST(:probe AS tsquery))"
+        for where in branches
+    )
     return [
         TERMS_CTE,
         """split AS MATERIALIZED (
@@ -341,8 +356,7 @@ def selective_hits_ctes(in_scope: str) -> list[str]:
         # match checked against the scope, while a long one is ANDed with the btree.
         f"""hits AS MATERIALIZED (
             SELECT h.id, h.tsv, length(h.tsv)::float8 / avg(length(h.tsv)) OVER () AS rel_len
-            FROM (SELECT m.id, m.tsv FROM memories m
-                  WHERE {in_scope} AND m.tsv @@ CAST(:probe AS tsquery) LIMIT :lex_cap) h)""",
+            FROM (SELECT u.id, u.tsv FROM ({matches}) u LIMIT :lex_cap) h)""",
     ]
 
 
@@ -414,17 +428,26 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
                 FROM scoped s, q WHERE s.tsv @@ q.tsq)"""
             )
     else:
-        # A wide scope: HNSW (the bare operator, ascending, with iterative scan set by the
-        # caller) and the GIN index ANDed with the btree.
+        # A wide scope: one branch per namespace, its org and namespace bound as values
+        # (``:ns_0``...; the caller plans it for them), so that an indexed namespace's
+        # partial HNSW and GIN indexes prove their predicates (store/namespace_indexes.py)
+        # and an unindexed one is read behind the btree. HNSW takes the bare operator,
+        # ascending, with iterative scan set by the caller.
+        branches = [
+            scope_sql("m", scope, namespace=f":ns_{i}") for i in range(len(distinct(scope)))
+        ]
         if use_vec:
+            nearest = " UNION ALL ".join(
+                f"""(SELECT m.id, m.embedding <=> {qvec} AS dist FROM memories m
+                    WHERE {where} ORDER BY m.embedding <=> {qvec} LIMIT :n_cand)"""
+                for where in branches
+            )
             ctes.append(
                 f"""vec AS (
-                SELECT m.id FROM memories m WHERE {in_scope}
-                ORDER BY m.embedding <=> {qvec}
-                LIMIT :n_cand)"""
+                SELECT id FROM ({nearest}) v ORDER BY dist, id LIMIT :n_cand)"""
             )
         if use_lex:
-            ctes += selective_hits_ctes(in_scope)
+            ctes += selective_hits_ctes(branches)
     if use_lex:
         # N: the memories of the scope's namespaces: counted here for a narrow scope (an
         # index-only scan), the probe's capped count for a wide one.
@@ -687,8 +710,7 @@ class RetrievalRepository:
 
     async def _probe(self, scope: Scope, cap: int) -> int:
         """Memories in the scope's namespaces, counted up to ``cap`` (an index-only scan of
-        the btree): enough to choose between an exact scan and the indexes, and the N of
-        BM25's idf on both paths (a wide scope's N is capped; idf uses greatest(N, df)).
+        the btree): a wide scope's BM25 N (capped; idf uses greatest(N, df)).
 
         Context packs run on connections that default to generic plans (see
         ``database.create_engine``): the ranking statement of a narrow scope has one right
@@ -761,15 +783,22 @@ class RetrievalRepository:
         plan: RankingPlan,
         scope_rows: int,
         common_terms: dict[str, float] | None = None,
+        indexed: frozenset[str] | None = None,
     ) -> RankedPack:
         """Rank the scope's memories for ``plan``; returns at most ``plan.limit`` rows, best
         first, plus how many candidates the relevance gate left out.
 
-        ``scope_rows`` (from ``scope_size``) picks the plan: an exact scan of the scope when
-        it holds at most ``plan.exact_scan_max_rows`` memories, the indexes otherwise.
+        The plan: the indexes when a namespace of the scope has its own
+        (store/namespace_indexes.py: one holding more than ``exact_scan_max_rows``
+        memories, once its indexes are built), an exact scan of the scope otherwise.
+        ``scope_rows`` (from ``scope_size``, capped) is a wide scope's BM25 N.
         ``common_terms`` (lexeme -> table-wide frequency) steers a wide scope's full-text
-        hits; by default the table's statistics (``common_terms``)."""
-        narrow = scope_rows <= plan.exact_scan_max_rows
+        hits; by default the table's statistics (``common_terms``). ``indexed``: the scope's
+        namespaces that have their own indexes; by default read from the catalog
+        (``namespace_indexes.indexed_namespaces``)."""
+        if indexed is None:
+            indexed = await indexed_namespaces(self.session, scope.org_id, scope.namespaces)
+        narrow = not indexed
         params: dict[str, Any] = {
             **scope_params(scope),
             "n_cand": plan.candidates,
@@ -803,6 +832,8 @@ class RetrievalRepository:
                 params["lex_cap"] = LEXICAL_HITS_CAP
                 params["common_lexemes"] = [lexeme for lexeme, _ in common]
                 params["common_freqs"] = [freq for _, freq in common]
+        if not narrow:
+            params.update({f"ns_{i}": ns for i, ns in enumerate(distinct(scope))})
         if plan.mode == "hybrid":
             params.update(vw=plan.vector_weight, lex_floor=plan.lexical_floor)
         if plan.recency_weight > 0:

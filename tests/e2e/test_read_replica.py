@@ -28,6 +28,7 @@ from bench.replicas import Standby, start_standby
 from service.app import create_app
 from service.domain import keys as key_service
 from service.embedding.fake import FakeEmbedder
+from service.store import namespace_indexes
 from service.store.database import libpq_url
 from tests.conftest import Key, KeyFactory, make_settings
 
@@ -176,15 +177,18 @@ async def test_audit_rows_of_replica_reads_reach_the_primary(
 async def test_the_wide_ranking_path_runs_on_the_replica(
     pg_url: str, replica_url: str, make_key: KeyFactory
 ) -> None:
-    """Above the exact-scan threshold a pack sets its HNSW knobs in a transaction of its own:
-    on the standby, a read-only one."""
-    settings = make_settings(pg_url, read_database_url=replica_url, exact_scan_max_rows=0)
+    """A scope with its own indexes (store/namespace_indexes.py) sets its HNSW knobs in a
+    transaction of its own: on the standby, a read-only one."""
+    settings = make_settings(pg_url, read_database_url=replica_url)
     application = create_app(settings, embedder=FakeEmbedder(), database_url=pg_url)
     key = await make_key()
     async with application.router.lifespan_context(application):
         transport = httpx.ASGITransport(app=application)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
             memory_id = await _remember(client, key, FACT)
+            engine = application.state.ctx.engine
+            report = await namespace_indexes.sync(engine, 0, org_id=key.org_id)
+            assert report.built
             await caught_up(pg_url, replica_url)
             with replay_paused(replica_url):
                 pack = await client.post(

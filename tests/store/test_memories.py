@@ -1,5 +1,6 @@
-"""Near-duplicate probes (store/memories.py): the exact scan of a namespace up to the
-exact-scan threshold, HNSW in a larger one; both find the same duplicates, in single and
+"""Near-duplicate probes (store/memories.py): the exact scan of a namespace without indexes
+of its own, its own HNSW index otherwise (store/namespace_indexes.py); both find the same
+duplicates, in single and
 batch writes, within the same reach (namespace, type)."""
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from service.store import memories
+from service.store import memories, namespace_indexes
+from tests.conftest import Key
 
 FIRST = "We chose Postgres full-text search over Elasticsearch to keep one datastore."
 NEAR = "We chose Postgres full-text search over Elasticsearch, to keep one datastore!"
@@ -19,7 +21,7 @@ OTHER = "The staging database is reset every Sunday at 02:00 UTC by the ops cron
 
 @pytest.fixture(params=["exact", "hnsw"])
 def probe_path(
-    request: pytest.FixtureRequest, app: FastAPI, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest, app: FastAPI, key: Key, monkeypatch: pytest.MonkeyPatch
 ) -> list[Any]:
     """The path under test, and the calls that switched to HNSW (``use_indexes``)."""
     calls: list[Any] = []
@@ -31,11 +33,12 @@ def probe_path(
 
     monkeypatch.setattr(memories, "use_indexes", spy)
 
-    def switch() -> None:
-        """Called once the namespace holds memories (its size is remembered for seconds,
-        per threshold): past the threshold of 0, probes go through HNSW."""
-        threshold = 10_000 if request.param == "exact" else 0
-        monkeypatch.setattr(app.state.ctx.settings, "exact_scan_max_rows", threshold)
+    async def switch() -> None:
+        """Called once the namespaces hold memories: on the HNSW path each of the org's
+        namespaces then gets its own indexes (store/namespace_indexes.py), and probes go
+        through them."""
+        if request.param == "hnsw":
+            await namespace_indexes.sync(app.state.ctx.engine, 0, org_id=key.org_id)
 
     return [request.param, calls, switch]
 
@@ -54,7 +57,7 @@ async def test_single_write_lists_its_near_duplicate(
     await _remember(client, auth, namespace=ns, content=OTHER)
     first = await _remember(client, auth, namespace=ns, content=FIRST)
     await _remember(client, auth, namespace=ns + "-b", content=OTHER)
-    switch()
+    await switch()
     near = await _remember(client, auth, namespace=ns, content=NEAR)
     assert near["status"] == "created"
     assert [d["id"] for d in near["near_duplicates"]] == [first["id"]]
@@ -72,7 +75,7 @@ async def test_batch_lists_near_duplicates_per_item(
     ns = f"nd-batch-{path}"
     first = await _remember(client, auth, namespace=ns, content=FIRST)
     await _remember(client, auth, namespace=ns + "-b", content=OTHER)
-    switch()
+    await switch()
     items = [
         {"namespace": ns, "type": "decision", "content": NEAR},
         {"namespace": ns, "type": "decision", "content": OTHER},

@@ -12,6 +12,7 @@ from sqlalchemy import text
 
 from service.app import create_app
 from service.embedding.fake import FakeEmbedder
+from service.store import namespace_indexes
 from service.store.database import libpq_url
 from service.store.retrieval import RetrievalRepository
 from tests.conftest import Key, Seeder, make_settings
@@ -34,9 +35,15 @@ async def _audited(app: FastAPI, audit_id: str) -> bool:
         return found.first() is not None
 
 
-async def _pack_then_check(app: FastAPI, key: Key, seed: Seeder, pg_url: str) -> None:
+async def _pack_then_check(
+    app: FastAPI, key: Key, seed: Seeder, pg_url: str, *, index: bool = False
+) -> None:
+    """Three packs and their audit rows; with ``index``, the namespace has its own indexes
+    (store/namespace_indexes.py), so the packs take the wide path."""
     for n in range(3):
         await seed.add(f"The deploy pipeline runs health checks before traffic shifts ({n}).")
+    if index:
+        await namespace_indexes.sync(app.state.ctx.engine, 0, org_id=key.org_id)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
         for _ in range(3):
@@ -55,7 +62,7 @@ async def _pack_then_check(app: FastAPI, key: Key, seed: Seeder, pg_url: str) ->
 async def test_wide_scope_pack(
     pg_url: str, key: Key, seed: Seeder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Every scope counts as wide: the index path, inside an explicit transaction.
+    # The namespace has its own indexes: the index path, inside an explicit transaction.
     calls: list[int] = []
     use_indexes = RetrievalRepository.use_indexes
 
@@ -64,10 +71,10 @@ async def test_wide_scope_pack(
         await use_indexes(self, ef_search)
 
     monkeypatch.setattr(RetrievalRepository, "use_indexes", spy)
-    settings = make_settings(pg_url, exact_scan_max_rows=0)
+    settings = make_settings(pg_url)
     wide = create_app(settings, embedder=FakeEmbedder(), database_url=pg_url)
     async with wide.router.lifespan_context(wide):
-        await _pack_then_check(wide, key, seed, pg_url)
+        await _pack_then_check(wide, key, seed, pg_url, index=True)
     assert len(calls) == 3
 
 

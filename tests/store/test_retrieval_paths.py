@@ -1,5 +1,6 @@
 """The ranking statement's two plans give the same pack: the exact scan of a narrow scope and
-the index path (HNSW with iterative scan, GIN AND btree) of a wide one, scope included."""
+the index path of a wide one (a branch per namespace, through its own HNSW and GIN indexes
+when it has them), scope included."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from sqlalchemy import text
 
 from service.domain import ranking
 from service.embedding.fake import FakeEmbedder
+from service.store import namespace_indexes
 from service.store.retrieval import (
     WIDE_RANDOM_PAGE_COST,
     RetrievalRepository,
@@ -68,13 +70,17 @@ async def test_index_path_matches_exact_path(
     scope = Scope(org_id=key.org_id, namespaces=["alice", "alice:s1"])
     plan = _plan(app, GOAL, mode=mode, layer="deep_search", limit=50, related=3)
     results = []
-    for exact_max in (10_000, 0):
+    for wide in (False, True):
+        if wide:  # each namespace gets its own HNSW and GIN index
+            await namespace_indexes.sync(app.state.ctx.engine, 0, org_id=key.org_id)
         async with app.state.ctx.sessionmaker() as session:
             repo = RetrievalRepository(session)
             size = await repo.scope_size(scope, 10_001)
-            pack = await repo.rank(
-                scope, dataclasses.replace(plan, exact_scan_max_rows=exact_max), size
-            )
+            if wide:
+                assert await namespace_indexes.indexed_namespaces(
+                    session, key.org_id, scope.namespaces
+                ) == set(scope.namespaces)
+            pack = await repo.rank(scope, plan, size, indexed=None if wide else frozenset())
             results.append(pack)
             await session.rollback()
     exact, indexed = results
@@ -85,8 +91,13 @@ async def test_index_path_matches_exact_path(
 
 
 def _lexical_plan(app: FastAPI, goal: str) -> ranking.RankingPlan:
-    plan = _plan(app, goal, mode="lexical", layer="deep_search", limit=50)
-    return dataclasses.replace(plan, exact_scan_max_rows=0)  # the wide (index) path
+    return _plan(app, goal, mode="lexical", layer="deep_search", limit=50)
+
+
+def _indexed(scope: Scope, wide: bool) -> frozenset[str]:
+    """The ``indexed`` argument of ``rank`` that takes the wide path (every namespace of the
+    scope counted as indexed) or the exact one."""
+    return frozenset(scope.namespaces) if wide else frozenset()
 
 
 async def _rank(
@@ -95,7 +106,9 @@ async def _rank(
     async with app.state.ctx.sessionmaker() as session:
         repo = RetrievalRepository(session)
         size = await repo.scope_size(scope, 10_001)
-        pack = await repo.rank(scope, plan, size, common_terms=common)
+        pack = await repo.rank(
+            scope, plan, size, common_terms=common, indexed=_indexed(scope, True)
+        )
         await session.rollback()
     return [r.id for r in pack.rows]
 
@@ -221,9 +234,9 @@ async def test_the_wide_path_prices_random_reads_for_hot_indexes(app: FastAPI) -
     assert (before, during, after) == ("4", str(WIDE_RANDOM_PAGE_COST), "4")
 
 
-@pytest.mark.parametrize("exact_max", [10_000, 0])
+@pytest.mark.parametrize("wide", [False, True])
 async def test_the_relative_gate_drops_candidates_far_below_the_best(
-    app: FastAPI, key: Key, seed: Seeder, exact_max: int
+    app: FastAPI, key: Key, seed: Seeder, wide: bool
 ) -> None:
     best = await seed.add(GOAL)
     weak = await seed.add("blue green deploy notes from the offsite, unrelated otherwise")
@@ -237,8 +250,9 @@ async def test_the_relative_gate_drops_candidates_far_below_the_best(
             packs.append(
                 await repo.rank(
                     scope,
-                    dataclasses.replace(plan, relative_gate=share, exact_scan_max_rows=exact_max),
+                    dataclasses.replace(plan, relative_gate=share),
                     size,
+                    indexed=_indexed(scope, wide),
                 )
             )
             await session.rollback()
@@ -248,9 +262,9 @@ async def test_the_relative_gate_drops_candidates_far_below_the_best(
     assert gated.gated_out == opened.gated_out + 1
 
 
-@pytest.mark.parametrize("exact_max", [10_000, 0])
+@pytest.mark.parametrize("wide", [False, True])
 async def test_a_memory_dated_in_the_goals_period_is_boosted(
-    app: FastAPI, key: Key, seed: Seeder, exact_max: int
+    app: FastAPI, key: Key, seed: Seeder, wide: bool
 ) -> None:
     from datetime import UTC, datetime
 
@@ -274,13 +288,13 @@ async def test_a_memory_dated_in_the_goals_period_is_boosted(
         date_starts=[p.start for p in periods],
         date_ends=[p.end for p in periods],
         date_boost=0.5,
-        exact_scan_max_rows=exact_max,
     )
     packs = []
-    for p in (dataclasses.replace(plan, exact_scan_max_rows=exact_max), boosted):
+    for p in (plan, boosted):
         async with app.state.ctx.sessionmaker() as session:
             repo = RetrievalRepository(session)
-            packs.append(await repo.rank(scope, p, await repo.scope_size(scope, 10_001)))
+            size = await repo.scope_size(scope, 10_001)
+            packs.append(await repo.rank(scope, p, size, indexed=_indexed(scope, wide)))
             await session.rollback()
     plain, with_dates = packs
     before = {r.id: r.score for r in plain.rows}

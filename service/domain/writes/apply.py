@@ -141,7 +141,6 @@ async def embed_and_probe(
         settings.near_duplicate_threshold,
         settings.near_duplicate_limit,
         caller.projects,
-        exact_max_rows=settings.exact_scan_max_rows,
     )
     return vectors, near
 
@@ -288,7 +287,6 @@ async def store_plain(
             settings.near_duplicate_threshold,
             settings.near_duplicate_limit,
             caller.projects,
-            exact_max_rows=settings.exact_scan_max_rows,
         )
         plan = plan_plain(caller.org_id, item, exact)
         if plan.action == "duplicate":

@@ -1,0 +1,244 @@
+"""Indexes of their own for big namespaces: a partial HNSW and a partial GIN index per
+namespace that holds more than ``exact_scan_max_rows`` memories.
+
+Why. One HNSW graph over every org's rows answered a scope with a filter, and a filtered
+HNSW search costs in proportion to the inverse of the scope's share of the table: a task
+scope of 57k memories in a 200k-row table visited thousands of tuples and took 40-60 ms
+(docs/context.md, "Big scopes"), and every write into any namespace, big or small, paid an
+insertion into that one big graph (most of a batch INSERT). A graph per big namespace is
+searched without a filter: the same pack's vector part took 4-6 ms, at recall@10 100%
+against an exact scan (ef_search 200). The GIN index per namespace reads a rare word's
+matches in that namespace alone rather than ANDing the table's posting list with a bitmap
+of the namespace's 50k btree entries. A small namespace has no vector index at all: it is
+scanned exactly (store/retrieval.py, store/memories.py), and its writes insert into no graph.
+
+How a statement finds them. An index's predicate is ``org_id = '<org>' AND namespace =
+'<namespace>'``; a statement that names the org and one namespace as values (a custom plan:
+``retrieval.use_indexes`` sets it) lets the planner prove the predicate and take the
+index. Generic plans never can, so only the wide ranking path and the indexed duplicate
+probe use them.
+
+Names. ``ix_memories_ns_<24 hex of sha256(org|namespace)>_v`` (HNSW) and ``..._t`` (GIN):
+the same on every process and node, so the catalog is the registry: ``ready_names`` lists
+the valid ones, and a namespace is indexed when both of its names are there.
+
+Lifecycle (``sync``, run by the namespace index job, domain/namespace_indexes.py):
+- a namespace with more than ``min_rows`` memories gets both indexes, built with
+  ``CREATE INDEX CONCURRENTLY`` (writes go on while it builds; until it is valid the
+  namespace is scanned exactly, which gives the same results, slower);
+- an index whose namespace fell to ``min_rows // 2`` memories or fewer (erased, expired,
+  moved) is dropped (``DROP INDEX CONCURRENTLY``), so an erased namespace's name does not
+  stay in the catalog, and a namespace near the threshold is not rebuilt back and forth;
+- a build that failed half-way (an invalid index) is dropped and built again;
+- one process syncs at a time (a session advisory lock); the others skip the round.
+
+On Citus the index is created on the distributed table, and Citus builds it on every shard
+(empty on the shards that do not hold the org); the statement that uses it is routed to the
+org's shard, where the predicate is proved the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+
+from service.cache import TtlLru
+
+PREFIX = "ix_memories_ns_"
+VECTOR = "v"
+TEXT = "t"
+# HNSW build parameters, as the table-wide index had them (migration 0001).
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+# maintenance_work_mem of a build: a 100k-row graph (about 160 MB) is built in memory.
+BUILD_MEMORY = "512MB"
+# pg_try_advisory_lock key of the sync (any constant distinct from the others in store/).
+SYNC_LOCK_KEY = 0x6E73_6964_7800
+# How long a process trusts its list of ready indexes.
+READY_TTL = 5.0
+_READY: TtlLru[str, frozenset[str]] = TtlLru(READY_TTL, 16)
+
+
+def index_name(org_id: uuid.UUID, namespace: str, kind: str) -> str:
+    """The name of ``kind`` (``VECTOR`` or ``TEXT``) index of the namespace."""
+    digest = hashlib.sha256(f"{org_id}|{namespace}".encode()).hexdigest()[:24]
+    return f"{PREFIX}{digest}_{kind}"
+
+
+def _cache_key(bind: object) -> str:
+    url = getattr(bind, "url", None)
+    return str(url)
+
+
+def forget_ready() -> None:
+    """Drop every process-local list of ready indexes (after a sync, and for tests)."""
+    _READY.clear()
+
+
+READY_SQL = text(
+    r"""
+    SELECT c.relname
+    FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+    WHERE i.indrelid = CAST('memories' AS regclass) AND i.indisvalid AND i.indisready
+      AND c.relname LIKE 'ix\_memories\_ns\_%'
+    """
+)
+
+
+async def ready_names(session: AsyncSession) -> frozenset[str]:
+    """The valid per-namespace indexes, remembered for ``READY_TTL`` seconds per database."""
+    key = _cache_key(session.bind)
+    names = _READY.get(key)
+    if names is None:
+        names = frozenset((await session.execute(READY_SQL)).scalars().all())
+        _READY.put(key, names)
+    return names
+
+
+async def indexed_namespaces(
+    session: AsyncSession, org_id: uuid.UUID, namespaces: Iterable[str]
+) -> frozenset[str]:
+    """Those of ``namespaces`` (of ``org_id``) whose two indexes are ready."""
+    ready = await ready_names(session)
+    return frozenset(
+        ns
+        for ns in namespaces
+        if index_name(org_id, ns, VECTOR) in ready and index_name(org_id, ns, TEXT) in ready
+    )
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    """What one ``sync`` did: index names built and dropped; ``skipped`` when another
+    process held the lock."""
+
+    built: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+    skipped: bool = False
+
+
+BIG_NAMESPACES_SQL = text(
+    """
+    SELECT org_id, namespace, count(*) AS n
+    FROM memories
+    GROUP BY org_id, namespace
+    HAVING count(*) > :keep
+    """
+)
+
+ORG_NAMESPACES_SQL = text(
+    """
+    SELECT org_id, namespace, count(*) AS n
+    FROM memories
+    WHERE org_id = :org
+    GROUP BY org_id, namespace
+    """
+)
+
+CATALOG_SQL = text(
+    r"""
+    SELECT c.relname, i.indisvalid AND i.indisready
+    FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+    WHERE i.indrelid = CAST('memories' AS regclass) AND c.relname LIKE 'ix\_memories\_ns\_%'
+    """
+)
+
+
+def _create_sql(kind: str) -> str:
+    """A statement that returns the CREATE INDEX CONCURRENTLY of one namespace's ``kind``
+    index (``:name``, ``:org``, ``:namespace``), its values quoted by Postgres (``format``'s
+    %I and %L)."""
+    using = (
+        f"hnsw (embedding vector_cosine_ops) WITH (m = {HNSW_M}, "
+        f"ef_construction = {HNSW_EF_CONSTRUCTION})"
+        if kind == VECTOR
+        else "gin (tsv)"
+    )
+    return (
+        "SELECT format('CREATE INDEX CONCURRENTLY %I ON memories USING "
+        + using
+        + " WHERE org_id = %L::uuid AND namespace = %L', "
+        "CAST(:name AS text), CAST(:org AS text), CAST(:namespace AS text))"
+    )
+
+
+async def _drop(conn: AsyncConnection, name: str) -> None:
+    ddl = (
+        await conn.execute(
+            text("SELECT format('DROP INDEX CONCURRENTLY IF EXISTS %I', CAST(:name AS text))"),
+            {"name": name},
+        )
+    ).scalar_one()
+    await conn.exec_driver_sql(ddl)
+
+
+async def sync(
+    engine: AsyncEngine,
+    min_rows: int,
+    org_id: uuid.UUID | None = None,
+    max_indexed: int | None = None,
+) -> SyncReport:
+    """Build the indexes of namespaces above ``min_rows`` memories and drop those of
+    namespaces at ``min_rows // 2`` or fewer (see the module docstring). Runs its DDL on a
+    connection of its own, outside any transaction (CONCURRENTLY requires it).
+
+    ``org_id``: one org's namespaces only (an operator re-indexing one tenant; tests). Such
+    a pass drops the indexes of the org's namespaces that shrank, not of those that hold no
+    memory at all any more (an erased namespace): the next whole pass drops those.
+
+    ``max_indexed``: at most this many namespaces keep or get indexes, the biggest first
+    (each index of the table adds to the planning of every statement that reads it)."""
+    keep = min_rows // 2
+    built: list[str] = []
+    dropped: list[str] = []
+    async with engine.connect() as raw:
+        conn = await raw.execution_options(isolation_level="AUTOCOMMIT")
+        got = (
+            await conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": SYNC_LOCK_KEY})
+        ).scalar_one()
+        if not got:
+            return SyncReport(skipped=True)
+        try:
+            await conn.exec_driver_sql(f"SET maintenance_work_mem = '{BUILD_MEMORY}'")
+            await conn.exec_driver_sql("SET statement_timeout = 0")
+            if org_id is None:
+                counts = (await conn.execute(BIG_NAMESPACES_SQL, {"keep": keep})).all()
+            else:
+                counts = (await conn.execute(ORG_NAMESPACES_SQL, {"org": org_id})).all()
+            catalog: dict[str, bool] = {
+                str(name): bool(ok) for name, ok in (await conn.execute(CATALOG_SQL)).all()
+            }
+            wanted: set[str] = set()
+            unwanted: set[str] = set()
+            for org, namespace, n in sorted(counts, key=lambda r: (-r[2], str(r[0]), r[1])):
+                names = {kind: index_name(org, namespace, kind) for kind in (VECTOR, TEXT)}
+                if n <= keep or (max_indexed is not None and len(wanted) >= 2 * max_indexed):
+                    unwanted.update(names.values())
+                    continue
+                wanted.update(names.values())
+                if n <= min_rows and not any(name in catalog for name in names.values()):
+                    continue  # between keep and min_rows: kept if built, not built anew
+                for kind, name in names.items():
+                    if catalog.get(name):
+                        continue
+                    if name in catalog:  # a build that failed half-way
+                        await _drop(conn, name)
+                    params = {"name": name, "org": str(org), "namespace": namespace}
+                    ddl = (await conn.execute(text(_create_sql(kind)), params)).scalar_one()
+                    await conn.exec_driver_sql(ddl)
+                    built.append(name)
+            stale = set(catalog) - wanted if org_id is None else set(catalog) & unwanted
+            for name in sorted(stale):
+                await _drop(conn, name)
+                dropped.append(name)
+        finally:
+            await conn.exec_driver_sql("RESET maintenance_work_mem")
+            await conn.exec_driver_sql("RESET statement_timeout")
+            await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": SYNC_LOCK_KEY})
+    forget_ready()
+    return SyncReport(built=tuple(built), dropped=tuple(dropped))

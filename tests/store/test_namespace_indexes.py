@@ -1,0 +1,182 @@
+"""A big namespace's own indexes (store/namespace_indexes.py): built above the threshold,
+dropped when the namespace shrinks to half of it, rebuilt when a build failed half-way, and
+taken by the statements that name the namespace (the wide pack and the duplicate probe)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import FastAPI
+from sqlalchemy import text
+
+from service.domain import ranking
+from service.embedding.fake import FakeEmbedder
+from service.store import namespace_indexes
+from service.store.namespace_indexes import TEXT, VECTOR, index_name
+from service.store.retrieval import RetrievalRepository, Scope
+from tests.conftest import Key, Seeder
+
+GOAL = "blue green deploy pipeline health checks"
+
+
+def _names(org_id: uuid.UUID, namespace: str) -> set[str]:
+    return {index_name(org_id, namespace, kind) for kind in (VECTOR, TEXT)}
+
+
+async def _indexed(app: FastAPI, org_id: uuid.UUID, namespaces: list[str]) -> set[str]:
+    async with app.state.ctx.sessionmaker() as session:
+        return set(await namespace_indexes.indexed_namespaces(session, org_id, namespaces))
+
+
+async def _delete(app: FastAPI, org_id: uuid.UUID, namespace: str, keep: int) -> None:
+    async with app.state.ctx.sessionmaker() as session:
+        await session.execute(
+            text(
+                "DELETE FROM memories WHERE org_id = :org AND id IN ("
+                " SELECT id FROM memories WHERE org_id = :org AND namespace = :ns"
+                " ORDER BY id OFFSET :keep)"
+            ),
+            {"org": org_id, "ns": namespace, "keep": keep},
+        )
+        await session.commit()
+
+
+async def test_a_big_namespace_gets_its_own_indexes_and_loses_them_when_it_shrinks(
+    app: FastAPI, key: Key, seed: Seeder
+) -> None:
+    for n in range(6):
+        await seed.add(f"{GOAL}, team note {n}", namespace="team")
+    for n in range(2):
+        await seed.add(f"{GOAL}, session note {n}", namespace="team:s1")
+    engine = app.state.ctx.engine
+    scope = ["team", "team:s1"]
+
+    built = await namespace_indexes.sync(engine, 4, org_id=key.org_id)
+    assert set(built.built) == _names(key.org_id, "team")
+    assert await _indexed(app, key.org_id, scope) == {"team"}
+    # Nothing to do the second time.
+    assert await namespace_indexes.sync(engine, 4, org_id=key.org_id) == (
+        namespace_indexes.SyncReport()
+    )
+
+    # Down to 3 (above half the threshold): kept, so a namespace near it is not rebuilt
+    # back and forth; down to 2: dropped.
+    await _delete(app, key.org_id, "team", keep=3)
+    assert (await namespace_indexes.sync(engine, 4, org_id=key.org_id)).dropped == ()
+    await _delete(app, key.org_id, "team", keep=2)
+    dropped = await namespace_indexes.sync(engine, 4, org_id=key.org_id)
+    assert set(dropped.dropped) == _names(key.org_id, "team")
+    assert await _indexed(app, key.org_id, scope) == set()
+
+
+async def test_a_namespace_is_quoted_into_its_index_predicate(
+    app: FastAPI, key: Key, seed: Seeder
+) -> None:
+    """The predicate's values are quoted by Postgres (``format``'s %L): a namespace with a
+    quote and a backslash gets indexes that its statements prove and take."""
+    odd = "o'brien\\team"
+    for n in range(3):
+        await seed.add(f"{GOAL}, note {n}", namespace=odd)
+    report = await namespace_indexes.sync(app.state.ctx.engine, 2, org_id=key.org_id)
+    assert set(report.built) == _names(key.org_id, odd)
+    plan = await _wide_plan(app, Scope(org_id=key.org_id, namespaces=[odd]))
+    assert index_name(key.org_id, odd, VECTOR) in plan
+
+
+async def test_a_build_that_failed_half_way_is_built_again(
+    app: FastAPI, key: Key, seed: Seeder, on_citus: bool
+) -> None:
+    for n in range(3):
+        await seed.add(f"{GOAL}, note {n}", namespace="ops")
+    engine = app.state.ctx.engine
+    await namespace_indexes.sync(engine, 2, org_id=key.org_id)
+    broken = index_name(key.org_id, "ops", VECTOR)
+    # What a cancelled CREATE INDEX CONCURRENTLY leaves: an index marked invalid.
+    async with app.state.ctx.sessionmaker() as session:
+        await session.execute(
+            text("UPDATE pg_index SET indisvalid = false WHERE indexrelid = CAST(:n AS regclass)"),
+            {"n": broken},
+        )
+        await session.commit()
+    namespace_indexes.forget_ready()
+    assert await _indexed(app, key.org_id, ["ops"]) == set()
+    report = await namespace_indexes.sync(engine, 2, org_id=key.org_id)
+    assert report.built == (broken,)
+    assert await _indexed(app, key.org_id, ["ops"]) == {"ops"}
+
+
+async def _wide_plan(app: FastAPI, scope: Scope) -> str:
+    """EXPLAIN of the hybrid ranking statement ``rank`` runs for ``scope`` (the indexes it
+    reads are named in it; on Citus, the worker's plan with the shard's index names)."""
+    plans: list[str] = []
+    async with app.state.ctx.sessionmaker() as session:
+        real = session.execute
+
+        async def explaining(statement: Any, params: Any = None, **kw: Any) -> Any:
+            sql = getattr(statement, "text", "")
+            if sql.lstrip().startswith("WITH"):
+                rows = await real(text(f"EXPLAIN {sql}"), params)
+                plans.append("\n".join(r[0] for r in rows))
+            return await real(statement, params, **kw)
+
+        session.execute = explaining  # type: ignore[method-assign]
+        repo = RetrievalRepository(session)
+        plan = ranking.build_plan(
+            ranking.PlanInputs(
+                mode="hybrid",
+                layer="recall",
+                intent="general",
+                query=GOAL,
+                query_vector=FakeEmbedder().embed_query(GOAL),
+                limit=10,
+                domain=None,
+                include_related=False,
+                related_limit=0,
+            ),
+            app.state.ctx.settings,
+        )
+        await repo.rank(scope, plan, await repo.scope_size(scope, 10_001))
+        await session.rollback()
+    assert len(plans) == 1
+    return plans[0]
+
+
+async def test_a_wide_pack_reads_each_namespace_through_its_own_indexes(
+    app: FastAPI, key: Key, seed: Seeder
+) -> None:
+    """The HNSW index of the indexed namespace serves its branch; the small namespace of the
+    same scope has none (its branch reads the btree). (Whether its GIN index or the btree
+    reads a few rows' matches is the planner's choice by their costs.)"""
+    for n in range(6):
+        await seed.add(f"{GOAL}, note {n}", namespace="bob")
+    await seed.add(f"{GOAL}, the task's note", namespace="bob:s1")
+    await namespace_indexes.sync(app.state.ctx.engine, 4, org_id=key.org_id)
+    plan = await _wide_plan(app, Scope(org_id=key.org_id, namespaces=["bob", "bob:s1"]))
+    assert index_name(key.org_id, "bob", VECTOR) in plan
+    assert index_name(key.org_id, "bob:s1", VECTOR) not in plan
+    assert "ix_memories_embedding_hnsw" not in plan
+
+
+async def test_ready_indexes_are_read_from_the_catalog(
+    app: FastAPI, key: Key, seed: Seeder
+) -> None:
+    """The list of ready indexes is the catalog's (remembered for seconds, forgotten after a
+    sync): an index dropped by hand leaves it."""
+    for n in range(3):
+        await seed.add(f"{GOAL}, note {n}", namespace="carol")
+    await namespace_indexes.sync(app.state.ctx.engine, 2, org_id=key.org_id)
+    assert await _indexed(app, key.org_id, ["carol"]) == {"carol"}
+    async with app.state.ctx.sessionmaker() as session:
+        await session.execute(text(f"DROP INDEX {index_name(key.org_id, 'carol', TEXT)}"))
+        await session.commit()
+    namespace_indexes.forget_ready()
+    assert await _indexed(app, key.org_id, ["carol"]) == set()
+
+
+async def test_the_job_runs_in_the_app(app_with: Any) -> None:
+    async with app_with(namespace_index_interval_seconds=3600) as client:
+        task = client.app.state.namespace_index_task
+        assert task is not None and not task.done()
+    async with app_with() as client:
+        assert client.app.state.namespace_index_task is None
