@@ -9,7 +9,8 @@ through the service's own app (in process, fake embedder):
 - ``--remember`` remember calls (single writes, keyed writes, a batch of 20 every 10th call),
 - ``--context`` context calls over every layer (recall, deep_search with the graph step,
   wake) and retrieval mode (hybrid, lexical, vector), half of them with
-  ``exact_scan_max_rows=0`` so the wide path (HNSW, SET LOCAL) runs too.
+  the org's namespaces indexed (``namespace_indexes.sync``) so the wide path (each
+  namespace's own HNSW, SET LOCAL) runs too.
 
 Citus counts every statement it plans over distributed or reference tables as a
 single-shard or a multi-shard execution (``citus_stat_counters``, with
@@ -41,6 +42,7 @@ from service.app import create_app
 from service.config import Settings
 from service.domain import keys as key_service
 from service.embedding.fake import FakeEmbedder
+from service.store import namespace_indexes
 from service.store.database import libpq_url
 
 LAYERS = ("recall", "deep_search", "wake")
@@ -135,8 +137,10 @@ async def run(url: str, n_remember: int, n_context: int) -> list[tuple[str, int,
         single, multi = _counters(url)
         results.append(("context (exact scan)", client.statements["n"] - sent, single, multi))  # type: ignore[attr-defined]
 
-    async with _app(url, exact_scan_max_rows=0) as (client, _):
+    async with _app(url) as (client, resources):
         assert (await client.get("/v1/whoami", headers=auth)).status_code == 200
+        # Each namespace of the org gets its own HNSW and GIN index: packs take the wide path.
+        await namespace_indexes.sync(resources.engine, 0, org_id=created.org_id)
         _reset(url)
         sent = client.statements["n"]  # type: ignore[attr-defined]
         calls = itertools.product(LAYERS, MODES, ("user-0000", "user-0001:s1"))

@@ -286,7 +286,7 @@ async def fetch_candidates(
     the limit raised (the domain path of ``compile_context``, minus the pack)."""
     from service.domain import ranking
     from service.domain.temporal import goal_periods
-    from service.store.retrieval import RetrievalRepository, Scope
+    from service.store.retrieval import SCOPE_COUNT_CAP, RetrievalRepository, Scope
 
     resources = app.state.ctx
     query = lexical
@@ -294,7 +294,7 @@ async def fetch_candidates(
     scope = Scope(org_id=org_id, namespaces=[ns])
     async with resources.sessionmaker() as session:
         repo = RetrievalRepository(session)
-        scope_rows = await repo.scope_size(scope, resources.settings.exact_scan_max_rows + 1)
+        scope_rows = await repo.scope_size(scope, SCOPE_COUNT_CAP)
         plan = ranking.build_plan(
             ranking.PlanInputs(
                 mode="hybrid", layer="deep_search", intent="build", query=query,

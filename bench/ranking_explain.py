@@ -31,6 +31,7 @@ import httpx
 
 from bench.stats import percentile
 from service.remote import api_key_from_env
+from service.store.retrieval import SCOPE_COUNT_CAP
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo"
 
@@ -75,7 +76,7 @@ async def run_scope(
                 if i == args.explain_at:
                     session.execute = explaining(session.execute, plan_lines)  # type: ignore[method-assign]
                 started = time.perf_counter()
-                size = await repo.scope_size(scope, settings.exact_scan_max_rows + 1)
+                size = await repo.scope_size(scope, SCOPE_COUNT_CAP)
                 plan = build_plan(
                     PlanInputs(
                         mode=mode,  # type: ignore[arg-type]

@@ -21,9 +21,10 @@ cost does not grow with the number of orgs. Printed, per size and engine:
 - **routing** (``bench.citus_routing`` on the cluster): the share of the statements of
   remember and context calls Citus ran as single-shard router queries;
 - **HNSW at a 100k-memory scope** (``--hnsw``): one org, one namespace of 100k memories
-  (the same rows on both engines), so retrieval takes the HNSW path. Recall@k is the share
-  of the exact-scan pack's items (the same service with ``exact_scan_max_rows`` above the
-  scope: the ranking over exact cosine distances) found by the HNSW path's pack, for
+  (the same rows on both engines), so retrieval takes the namespace's own HNSW index
+  (store/namespace_indexes.py). Recall@k is the share of the exact-scan pack's items (the
+  same service before the namespace's indexes are built: the ranking over exact cosine
+  distances) found by the HNSW path's pack, for
   ``retrieval=vector``, per engine; and the overlap of the cluster's packs with one node's
   (vector and hybrid, |A∩B| / max(|A|, |B|)). Goals are LoCoMo questions on the MiniLM model
   (the seeded vectors are MiniLM's, so the goals must be too). Targets (issue 25): recall
@@ -540,7 +541,7 @@ async def in_process(
     settings = Settings(  # type: ignore[call-arg]
         database_url=url, embedder="fake", migrate_on_start=False, print_bootstrap_key=False,
         rate_limit_per_minute=0, query_cache_size=0, audit_prune_interval_seconds=0,
-        expiry_purge_interval_seconds=0, **overrides,
+        expiry_purge_interval_seconds=0, namespace_index_interval_seconds=0, **overrides,
     )  # fmt: skip
     app = create_app(settings, embedder=embedder, database_url=url)
     timing = {"db_s": 0.0}
@@ -604,6 +605,20 @@ def remove_writes(url: str) -> None:
         conn.execute("DELETE FROM memories WHERE namespace LIKE %s", (f"{PREFIX}u%:w",))
 
 
+async def index_namespaces(url: str, min_rows: int) -> None:
+    """One pass of the namespace index job on ``url`` with threshold ``min_rows`` (a huge
+    one drops every namespace index)."""
+    from service.config import Settings
+    from service.store import namespace_indexes
+    from service.store.database import create_engine
+
+    engine = create_engine(url, Settings())  # type: ignore[call-arg]
+    try:
+        await namespace_indexes.sync(engine, min_rows)
+    finally:
+        await engine.dispose()
+
+
 async def measure_hnsw(
     urls: dict[str, str], key: str, scope: int, goals: int, k: int
 ) -> dict[str, Any]:
@@ -615,25 +630,31 @@ async def measure_hnsw(
     model = MiniLMEmbedder()
     auth = {"Authorization": f"Bearer {key}"}
     packs: dict[tuple[str, str], list[list[str]]] = {}
-    async with contextlib.AsyncExitStack() as stack:
-        clients = {}
-        for engine in ENGINES:
-            clients[(engine, "hnsw")] = (
-                await stack.enter_async_context(
-                    in_process(urls[engine], model, exact_scan_max_rows=0)
-                )
-            )[0]
-            clients[(engine, "exact")] = (await stack.enter_async_context(
-                in_process(urls[engine], model, exact_scan_max_rows=10 * scope)))[0]  # fmt: skip
-        calls = [(engine, path, mode) for mode in ("vector", "hybrid") for engine in ENGINES
-                 for path in ("hnsw", "exact") if mode == "vector" or path == "hnsw"]  # fmt: skip
-        for goal in chosen:  # each goal on every engine back to back (scores carry recency)
-            for engine, path, mode in calls:
-                body = {"goal": goal, "namespace": f"{PREFIX}u0", "retrieval": mode, "limit": k}
-                r = await clients[(engine, path)].post("/v1/context", json=body, headers=auth)
-                r.raise_for_status()
-                ids = [i["id"] for s in r.json()["sections"] for i in s["items"]]
-                packs.setdefault((f"{engine}:{path}", mode), []).append(ids)
+
+    async def ask(path: str, modes: tuple[str, ...]) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            clients = {
+                engine: (await stack.enter_async_context(in_process(urls[engine], model)))[0]
+                for engine in ENGINES
+            }
+            for goal in chosen:  # each goal on every engine back to back (scores carry recency)
+                for mode in modes:
+                    for engine in ENGINES:
+                        body = {"goal": goal, "namespace": f"{PREFIX}u0", "retrieval": mode,
+                                "limit": k}  # fmt: skip
+                        r = await clients[engine].post("/v1/context", json=body, headers=auth)
+                        r.raise_for_status()
+                        ids = [i["id"] for s in r.json()["sections"] for i in s["items"]]
+                        packs.setdefault((f"{engine}:{path}", mode), []).append(ids)
+
+    # Exact first, with no namespace indexes (every one dropped), then through the scope's own
+    # HNSW index, built as the namespace index job builds it.
+    for engine in ENGINES:
+        await index_namespaces(urls[engine], 10**12)
+    await ask("exact", ("vector",))
+    for engine in ENGINES:
+        await index_namespaces(urls[engine], scope // 2)
+    await ask("hnsw", ("vector", "hybrid"))
 
     def mean(values: list[float]) -> float:
         return sum(values) / len(values)
