@@ -272,7 +272,9 @@ def deferred_indexes(
     """Drop the HNSW and GIN indexes on ``tables`` for a bulk load and build them again from
     their own definitions (``pg_indexes.indexdef``) when it ends, as a bulk import would:
     one index build instead of a graph insert per row. The store ends with the very indexes
-    it had; the measured writes that follow go through them. Build seconds go to ``built``."""
+    it had, plus, for ``memories``, the namespace indexes its big namespaces now need
+    (``index_namespaces``); the measured writes that follow go through them. Build seconds
+    go to ``built``."""
     import psycopg
     from psycopg import sql
 
@@ -292,6 +294,37 @@ def deferred_indexes(
                 t0 = time.perf_counter()
                 conn.execute(ddl)
                 built[name] = round(time.perf_counter() - t0, 1)
+            if "memories" in tables:
+                t0 = time.perf_counter()
+                index_namespaces(db_url)
+                built["namespace indexes"] = round(time.perf_counter() - t0, 1)
+
+
+def index_namespaces(db_url: str) -> None:
+    """One pass of the service's namespace index job (store/namespace_indexes.py) on
+    ``db_url``, now: a bulk load's big namespaces get their own indexes before anything is
+    measured, rather than up to a job interval later. The threshold is the service's
+    (``CTXPACK_EXACT_SCAN_MAX_ROWS``). Runs its own event loop, on a thread of its own (the
+    caller may be inside one)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from service.config import Settings
+    from service.store import namespace_indexes
+    from service.store.database import create_engine
+
+    async def one_pass() -> None:
+        settings = Settings()  # type: ignore[call-arg]
+        engine = create_engine(db_url, settings)
+        try:
+            await namespace_indexes.sync(
+                engine, settings.exact_scan_max_rows, max_indexed=settings.namespace_index_max
+            )
+        finally:
+            await engine.dispose()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, one_pass()).result()
 
 
 def fetch_vectors(
