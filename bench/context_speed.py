@@ -238,6 +238,57 @@ async def measure(
     }  # fmt: skip
 
 
+async def measure_writes(
+    url: str, key: str, namespaces: Sequence[str], writes: int, batch: int, nonce: str
+) -> dict[str, Any]:
+    """Single and batch remember latency into each of ``namespaces``, alternated call by
+    call (one client, c=1). Every text is new to the store: a LoCoMo turn with this run's
+    ``nonce`` and a counter, so no write is caught as an exact duplicate before it is
+    embedded; a write the service did not store makes the figures invalid (``stored`` says
+    how many were)."""
+    texts = locomo_texts()
+    pick = random.Random(nonce)
+    order = pick.sample(range(len(texts)), len(texts))
+    lat: dict[str, dict[str, list[float]]] = {ns: {"single": [], "batch": []} for ns in namespaces}
+    counter = 0
+    stored = sent = 0
+
+    def fresh(namespace: str) -> dict[str, Any]:
+        nonlocal counter
+        counter += 1
+        text = texts[order[counter % len(order)]]
+        return {"namespace": namespace, "type": "episode",
+                "content": f"{text} (noted in run {nonce}, entry {counter}.)"}  # fmt: skip
+
+    async with httpx.AsyncClient(
+        base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60
+    ) as client:
+        for i in range(writes + 5):  # 5 warm-up rounds
+            for ns in namespaces:
+                started = time.perf_counter()
+                r = await client.post("/v1/remember", json=fresh(ns))
+                single = (time.perf_counter() - started) * 1000
+                r.raise_for_status()
+                items = [fresh(ns) for _ in range(batch)]
+                started = time.perf_counter()
+                rb = await client.post("/v1/remember/batch", json={"items": items})
+                batched = (time.perf_counter() - started) * 1000
+                rb.raise_for_status()
+                if i < 5:
+                    continue
+                sent += 1 + batch
+                stored += int(r.json()["status"] == "created")
+                stored += sum(1 for it in rb.json()["items"] if it["status"] == "created")
+                lat[ns]["single"].append(single)
+                lat[ns]["batch"].append(batched)
+    out: dict[str, Any] = {"sent": sent, "stored": stored, "batch_size": batch}
+    for ns, kinds in lat.items():
+        out[ns] = {
+            f"{kind}_p50_ms": round(percentile(sorted(v), 50), 2) for kind, v in kinds.items()
+        }
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -264,6 +315,15 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--modes", default="hybrid,lexical")
     parser.add_argument("--out", type=Path, default=Path("context_speed.json"))
+    parser.add_argument(
+        "--writes",
+        type=int,
+        default=0,
+        help="instead of packs: this many single and batch remember calls into each of "
+        "--write-namespaces, alternated",
+    )
+    parser.add_argument("--write-namespaces", default="big-u0:s0:t0,speed-u1:s0:t0")
+    parser.add_argument("--write-batch", type=int, default=10)
     args = parser.parse_args()
     if not args.url or not args.key:
         parser.error("--url and --key (or CTXPACK_URL, CTXPACK_API_KEY) are required")
@@ -292,6 +352,17 @@ def main() -> int:
             args.prefix,
             args.rng_seed,
         )
+    if args.writes:
+        nonce = uuid.uuid4().hex[:8]
+        namespaces = [n.strip() for n in args.write_namespaces.split(",") if n.strip()]
+        report["writes"] = asyncio.run(
+            measure_writes(args.url, args.key, namespaces, args.writes, args.write_batch, nonce)
+        )
+        print(json.dumps(report["writes"]), flush=True)
+        if report["writes"]["stored"] < report["writes"]["sent"]:
+            print("invalid: not every write was stored (duplicates or gate)", flush=True)
+        args.out.write_text(json.dumps(report, indent=2))
+        return 0
     results = {}
     for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
         results[mode] = asyncio.run(
