@@ -304,8 +304,8 @@ def index_namespaces(db_url: str) -> None:
     """One pass of the service's namespace index job (store/namespace_indexes.py) on
     ``db_url``, now: a bulk load's big namespaces get their own indexes before anything is
     measured, rather than up to a job interval later. The threshold is the service's
-    (``CTXPACK_EXACT_SCAN_MAX_ROWS``). Runs its own event loop, on a thread of its own (the
-    caller may be inside one)."""
+    (``CTXPACK_EXACT_SCAN_MAX_ROWS``). Waits for a pass a running server holds. Runs its own
+    event loop, on a thread of its own (the caller may be inside one)."""
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
 
@@ -317,9 +317,13 @@ def index_namespaces(db_url: str) -> None:
         settings = Settings()  # type: ignore[call-arg]
         engine = create_engine(db_url, settings)
         try:
-            await namespace_indexes.sync(
-                engine, settings.exact_scan_max_rows, max_indexed=settings.namespace_index_max
-            )
+            # A running server's job may hold the pass's lock: wait for it, then pass again.
+            while (
+                await namespace_indexes.sync(
+                    engine, settings.exact_scan_max_rows, max_indexed=settings.namespace_index_max
+                )
+            ).skipped:
+                await asyncio.sleep(1.0)
         finally:
             await engine.dispose()
 
