@@ -250,6 +250,11 @@ def _ping_when_idle(pool: Pool) -> None:
                 cursor.execute("SELECT 1")
             finally:
                 cursor.close()
+            if not dbapi_connection.autocommit:
+                # The ping opened a transaction: end it, or the caller's work would run in
+                # it (with its snapshot), and switching the connection to autocommit (the
+                # namespace index job's DDL) would be refused.
+                dbapi_connection.rollback()
         except Exception as exc:
             # The pool drops this connection and checks out (or opens) another one.
             raise DisconnectionError(f"idle connection failed its ping: {exc}") from exc

@@ -1,5 +1,5 @@
 """The pool pings a connection that sat idle and replaces it when it died meanwhile (as after
-a Postgres restart); the context-pack pool's connections default to generic plans; the
+a Postgres restart), leaving no transaction open; the context-pack pool's connections default to generic plans; the
 embedded server runs with the shared_buffers it is given."""
 
 from __future__ import annotations
@@ -42,6 +42,23 @@ async def test_idle_dead_connection_is_replaced(
             admin.execute("SELECT pg_terminate_backend(%s::int)", (pid,))
         monkeypatch.setattr(database, "PING_AFTER_IDLE_SECONDS", 0.0)
         assert await _backend_pid(engine) != pid  # no error: the pool reconnected
+    finally:
+        await engine.dispose()
+
+
+async def test_the_idle_ping_leaves_no_transaction_open(
+    pg_url: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pinged connection is handed out outside any transaction: its caller's snapshot is its
+    own, and it may switch to autocommit (the namespace index job's DDL needs it; a ping's
+    open transaction made psycopg refuse)."""
+    engine = create_engine(pg_url, settings)
+    try:
+        await _backend_pid(engine)
+        monkeypatch.setattr(database, "PING_AFTER_IDLE_SECONDS", 0.0)
+        async with engine.connect() as raw:
+            conn = await raw.execution_options(isolation_level="AUTOCOMMIT")
+            assert (await conn.execute(text("SELECT 1"))).scalar_one() == 1
     finally:
         await engine.dispose()
 
