@@ -51,12 +51,14 @@ def invalid_reason(counts: Mapping[str, int], sent: int) -> str | None:
 
 
 def write_figure(
-    counts: Mapping[str, int], sent: int, seconds: float, near: int = 0
+    counts: Mapping[str, int], sent: int, seconds: float, near: int | None = None
 ) -> dict[str, Any]:
-    """A batch write's figure: what was sent and stored, each status's count, and
-    ``per_s`` only when every item was stored (else ``invalid``)."""
+    """A batch write's figure: what was sent and stored, each status's count, how many
+    answers listed near duplicates (``near``, where the system says), and ``per_s`` only
+    when every item was stored (else ``invalid``)."""
     out: dict[str, Any] = {"sent": sent, "stored": counts.get(STORED, 0), **counts}
-    out["with_near_duplicates"] = near
+    if near is not None:
+        out["with_near_duplicates"] = near
     out["seconds"] = round(seconds, 1)
     reason = invalid_reason(counts, sent)
     if reason is not None:
