@@ -3,15 +3,19 @@ once (in SQL); the expiry job purges them with audit rows."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import psycopg
+import pytest
 from fastapi import FastAPI
 
 from service.domain.expiry import expiry_of, purge_expired
 from service.schemas.memories import RememberRequest
+from service.store.database import libpq_url
 from tests.conftest import Key, make_settings
 
 CONTENT = "The staging database is rebuilt from the nightly snapshot every Monday at 6am."
@@ -217,3 +221,112 @@ async def test_patch_and_keyed_writes_never_collide_with_an_expired_copy(
         assert gone.json()["id"] not in again.text
         got = await client.get(f"/v1/memories/{again.json()['id']}", headers=auth)
         assert got.json()["content"] == CONTENT
+
+
+async def wait_for_a_waiter(
+    watcher: psycopg.AsyncConnection[Any], holder: int, write: asyncio.Task[httpx.Response],
+    on_citus: bool,
+) -> None:
+    """Return once some backend waits for a lock ``holder`` holds (its pid; on Citus its
+    global pid, as the row lock is taken on a worker), or once ``write`` is done (it never
+    waited). Polls the lock table: no sleep stands for "the write has reached the lock"."""
+    query = (
+        "SELECT count(*) FROM citus_lock_waits WHERE blocking_gpid = %s"
+        if on_citus
+        else "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))"
+    )
+    for _ in range(1200):  # a bound, never reached unless the write hangs elsewhere
+        if write.done():
+            return
+        row = await (await watcher.execute(query, (holder,))).fetchone()
+        if row is not None and row[0]:
+            return
+        await asyncio.sleep(0.025)
+    pytest.fail("the write neither waited for the held expired copy nor finished")
+
+
+@pytest.mark.parametrize("write", ["patch", "keyed"])
+@pytest.mark.parametrize("holder_ends", ["rollback", "delete"])
+async def test_a_write_waits_for_a_held_expired_copy_instead_of_colliding_with_it(
+    client: httpx.AsyncClient, key: Key, pg_url: str, on_citus: bool, write: str,
+    holder_ends: str,
+) -> None:
+    # The race, forced: another transaction (the expiry job's sweep) holds the expired copy
+    # FOR UPDATE while a write colliding with it purges its own copies. The write waits for
+    # the holder (LifecycleRepository.expired: a targeted lock never skips): when the holder
+    # lets go (rollback), the write purges the copy itself; when the holder deletes it (the
+    # sweep purging), the copy is gone. Had the write skipped the locked row, the copy would
+    # still hold the content (and the key) for the write's checks: a 409 naming it (all but
+    # delete-keyed fail so, which waits on its unique index instead).
+    auth = key.headers
+    keyed = {"key": "staging-rebuild"} if write == "keyed" else {}
+    gone = await client.post(
+        "/v1/remember",
+        json={"namespace": "gina", "content": CONTENT, "ttl_seconds": 3600, **keyed},
+        headers=auth,
+    )
+    gone_id = uuid.UUID(gone.json()["id"])
+    other = await client.post(
+        "/v1/remember",
+        json={"namespace": "gina", "content": "The staging cache is flushed on Fridays."},
+        headers=auth,
+    )
+    url = libpq_url(pg_url)
+    where = "WHERE org_id = %s AND id = %s"
+    row = f"FROM memories {where}"
+    async with (
+        await psycopg.AsyncConnection.connect(url) as holder,
+        await psycopg.AsyncConnection.connect(url, autocommit=True) as watcher,
+    ):
+        found = await (await holder.execute(
+            "SELECT citus_backend_gpid()" if on_citus else "SELECT pg_backend_pid()"
+        )).fetchone()
+        assert found is not None
+        holder_id = found[0]
+        # FOR KEY SHARE first, so the expiry job running in the app cannot purge the copy
+        # between its expiry and the holder's FOR UPDATE (the job skips locked rows); the
+        # expiring UPDATE does not conflict with it.
+        held = await holder.execute(f"SELECT id {row} FOR KEY SHARE", (key.org_id, gone_id))
+        assert await held.fetchall() == [(gone_id,)]
+        await watcher.execute(
+            f"UPDATE memories SET expires_at = now() - interval '1 second' {where}",
+            (key.org_id, gone_id),
+        )
+        held = await holder.execute(f"SELECT id {row} FOR UPDATE", (key.org_id, gone_id))
+        assert await held.fetchall() == [(gone_id,)]
+        if holder_ends == "delete":
+            await holder.execute(f"DELETE {row}", (key.org_id, gone_id))
+
+        if write == "keyed":
+            body = {"namespace": "gina", "content": CONTENT, **keyed}
+            call = client.post("/v1/remember", json=body, headers=auth)
+        else:
+            call = client.patch(
+                f"/v1/memories/{other.json()['id']}", json={"content": CONTENT}, headers=auth
+            )
+        task = asyncio.create_task(call)
+        try:
+            await wait_for_a_waiter(watcher, holder_id, task, on_citus)
+        finally:
+            if holder_ends == "delete":
+                await holder.commit()
+            else:
+                await holder.rollback()
+        again = await task
+
+        assert again.status_code == (201 if write == "keyed" else 200), again.text
+        assert str(gone_id) not in again.text
+        if write == "keyed":
+            assert again.json()["status"] == "created"
+        left = await watcher.execute(f"SELECT count(*) {row}", (key.org_id, gone_id))
+        assert await left.fetchone() == (0,)
+        if holder_ends == "rollback":
+            # The write purged the copy itself, with the expiry job's audit row.
+            purged = await (await watcher.execute(
+                "SELECT request->>'reason' FROM audit_events WHERE org_id = %s AND action = 'expire'"
+                " AND %s = ANY(memory_ids)",
+                (key.org_id, gone_id),
+            )).fetchall()
+            assert purged == [("rewritten",)]
+    got = await client.get(f"/v1/memories/{again.json()['id']}", headers=auth)
+    assert got.json()["content"] == CONTENT
