@@ -3,7 +3,10 @@
 - ``bench.run``: the default benchmark, LoCoMo quality and speed against LangGraph and mem0
   (``ctxpack bench``, ``python -m bench``, ``make bench``);
   its parts: ``bench.quality``, ``bench.speed``, ``bench.corpus``, ``bench.seeding``,
-  ``bench.report`` and ``bench.harness``;
+  ``bench.measured_writes``, ``bench.report`` and ``bench.harness``;
+- ``bench.write_ratio``: batch remember against the embedder alone on the same texts;
+- ``bench.measured_writes``: the rules every measured write follows (texts new to the store,
+  a rate only when every item was stored, the embedder timed on exactly the stored texts);
 - ``bench.load``: mixed remember/context traffic at the highest clean rate (``make load``);
 - ``bench.seed``: realistic memories through the HTTP batch API;
 - ``bench.peers``: the peers the benchmark is compared with;

@@ -1,7 +1,8 @@
 """The speed stores' synthetic agent-memory text: decisions, gotchas, procedures, constraints,
 episodes and preferences about made-up projects, ``PER_USER`` per user namespace (``u00042``),
 a ticket number in each so that every text is distinct, a share of LoCoMo turns mixed in; the
-extra items measured writes send; and the goals context calls and peer searches ask.
+extra items measured writes send (new to the store on every run: ``extra_items``' mark); and
+the goals context calls and peer searches ask.
 """
 
 from __future__ import annotations
@@ -198,15 +199,20 @@ def corpus_for(users: range, seed: int, locomo_texts: list[str]) -> list[tuple[s
 
 
 def extra_items(
-    tag: str, n: int, n_users: int, seed: int, locomo_texts: list[str]
+    tag: str, n: int, n_users: int, seed: int, locomo_texts: list[str], mark: int
 ) -> list[tuple[str, str, str, str]]:
-    """``n`` further distinct memories for measured writes, spread over existing users."""
-    rng = random.Random(f"{tag}-{seed}")
+    """``n`` further distinct memories for measured writes, spread over existing users.
+
+    ``mark`` is the number of memories the store held before these writes: it seeds the
+    draw and tags each text and item id, so the writes of a run against a store kept from
+    an earlier run are new to it (that run's raised the count) rather than duplicates the
+    service would catch before embedding them (bench/measured_writes.py)."""
+    rng = random.Random(f"{tag}-{seed}-{mark}")
     out = []
     for i in range(n):
         u = rng.randrange(n_users)
         typ, text = _synthetic(rng, u, 0, locomo_texts)
-        out.append((user_ns(u), f"{tag}-{i}", typ, f"{text} [{tag} {i}]"))
+        out.append((user_ns(u), f"{tag}-{mark}.{i}", typ, f"{text} [{tag} {mark}.{i}]"))
     return out
 
 

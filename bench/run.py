@@ -25,7 +25,9 @@ What runs, in order (every number printed comes from this run; nothing is carrie
    up to N through ctxpack's batch API instead (the seeding rate is then a batch-throughput
    figure while the store grows). Over HTTP: context
    p50/p95/p99 and req/s at concurrency 1 and 8, single remember p50, batch throughput with N
-   stored. The peers, called in-process as libraries (they skip the HTTP hop ctxpack pays):
+   stored beside the embedder alone on exactly the texts the batch stored. Measured writes
+   are texts new to the store (a kept ``--store`` too), and a write figure is given only when
+   every item was stored (``bench.measured_writes``). The peers, called in-process as libraries (they skip the HTTP hop ctxpack pays):
    search at concurrency 1 and 8, single write, batch write. Ratios against each peer.
 5. Cold start again with the largest N stored (ctxpack restart; each peer in a fresh
    process: import, load the model, connect, first search answered), and the audit row's

@@ -22,16 +22,35 @@ from typing import Any
 
 from bench.corpus import user_ns
 from bench.harness import post_batch, progress
+from bench.measured_writes import (
+    against_embedder,
+    embedder_pace,
+    stored_embed_texts,
+    write_figure,
+)
+
+BATCH = 500  # items per /v1/remember/batch request (the API's limit)
 
 # -------------------------------------------------------------------------- speed
 
 
-def ctxpack_seed(client: Any, items: list[tuple[str, str, str, str]], desc: str) -> dict[str, Any]:
+def ctxpack_seed(
+    client: Any,
+    items: list[tuple[str, str, str, str]],
+    desc: str,
+    embedder: Any | None = None,
+) -> dict[str, Any]:
+    """Write ``items`` through /v1/remember/batch, 500 a request. The figure counts each
+    status and gives ``per_s`` only when every item was stored (``write_figure``). With an
+    ``embedder``, and every item stored, the embedder's own pace on exactly the texts the
+    service embedded sits beside it (``against_embedder``)."""
     bar = progress(len(items), desc)
     counts: Counter[str] = Counter()
+    near = 0
+    answers: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    for i in range(0, len(items), 500):
-        chunk = items[i : i + 500]
+    for i in range(0, len(items), BATCH):
+        chunk = items[i : i + BATCH]
         res = post_batch(
             client,
             [
@@ -40,15 +59,16 @@ def ctxpack_seed(client: Any, items: list[tuple[str, str, str, str]], desc: str)
             ],
         )
         counts.update(r["status"] for r in res["items"])
+        near += sum(bool(r.get("near_duplicates")) for r in res["items"])
+        if embedder is not None:
+            answers += [{**r, "index": i + int(r["index"])} for r in res["items"]]
         bar.update(len(chunk))
     bar.close()
-    wall = time.perf_counter() - t0
-    return {
-        "sent": len(items),
-        **dict(counts),
-        "seconds": round(wall, 1),
-        "per_s": round(len(items) / wall, 1) if wall else None,
-    }
+    figure = write_figure(counts, len(items), time.perf_counter() - t0, near)
+    if embedder is not None and "per_s" in figure:
+        texts = stored_embed_texts(client, [text for *_, text in items], answers)
+        against_embedder(figure, embedder_pace(embedder, texts, BATCH))
+    return figure
 
 
 _TICKET = re.compile(r"[A-Z][A-Z0-9]*-(\d+)")

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from bench import peers  # sets the offline and telemetry env vars before mem0 loads
 from bench.corpus import PER_USER, corpus_for, extra_items, goals
 from bench.harness import CtxpackServer, log, now_iso, progress, run_load
+from bench.measured_writes import invalid_reason, tally, write_figure
 from bench.quality import CachedEmbedder
 from bench.report import speed_rows
 from bench.seeding import (
@@ -44,7 +44,14 @@ def measure_ctxpack(
     seed: int,
     locomo_texts: list[str],
     size: int,
+    mark: int,
+    embedder: Any | None = None,
 ) -> dict[str, Any]:
+    """Context calls at concurrency 1 and 8, single remembers and one batch write into a
+    store of ``size`` memories over ``n_users`` users. ``mark``: the memories the store
+    holds before these writes, which makes their texts new to it (``extra_items``). A write
+    figure stands only when every write was stored (bench/measured_writes.py); the batch's
+    carries ``embedder``'s own pace on exactly the texts it stored, when one is given."""
     out: dict[str, Any] = {}
     for conc, n in ((1, args.requests), (8, args.requests * 2)):
         jobs = goals(n + 10, n_users, seed + conc)
@@ -59,7 +66,8 @@ def measure_ctxpack(
         out[f"context_c{conc}"] = run_load(call, jobs, conc, warmup=10)
         out[f"context_c{conc}"]["mean_hits"] = round(sum(items) / len(items), 2) if items else None
         log(f"ctxpack context c{conc}: {out[f'context_c{conc}']}")
-    singles = extra_items(f"single{size}", args.singles + 5, n_users, seed, locomo_texts)
+    singles = extra_items(f"single{size}", args.singles + 5, n_users, seed, locomo_texts, mark)
+    answers: list[dict[str, Any]] = []
 
     def remember(item: tuple[str, str, str, str]) -> None:
         ns, iid, typ, text = item
@@ -67,12 +75,23 @@ def measure_ctxpack(
             "/v1/remember", json={"content": text, "namespace": ns, "type": typ, "source": iid}
         )
         r.raise_for_status()
+        answers.append(r.json())
 
-    out["remember_single"] = run_load(remember, singles, 1, warmup=5)
-    batch = extra_items(f"batch{size}", args.batch_sample, n_users, seed, locomo_texts)
+    single = run_load(remember, singles, 1, warmup=5)
+    counts = tally(a["status"] for a in answers)
+    single["stored"] = counts.get("created", 0)
+    single["with_near_duplicates"] = sum(bool(a.get("near_duplicates")) for a in answers)
+    reason = invalid_reason(counts, len(singles))
+    if reason is not None:  # a duplicate skips the insert: its latency is not a write's
+        single = {k: v for k, v in single.items() if not k.endswith(("_ms", "per_s"))}
+        single.update(counts, invalid=reason)
+        log(f"ctxpack single writes: {reason}")
+    out["remember_single"] = single
+    batch = extra_items(f"batch{size}", args.batch_sample, n_users, seed, locomo_texts, mark)
     out["remember_batch"] = ctxpack_seed(
-        client, batch, f"ctxpack: {len(batch)} more with {size:,} stored"
+        client, batch, f"ctxpack: {len(batch)} more with {size:,} stored", embedder
     )
+    log(f"ctxpack batch write: {out['remember_batch']}")
     return out
 
 
@@ -84,7 +103,11 @@ def measure_peer(
     locomo_texts: list[str],
     size: int,
     k: int,
+    mark: int,
 ) -> dict[str, Any]:
+    """``peer``'s searches at concurrency 1 and 8, single writes and one batch write, with
+    the same texts and marks as ``measure_ctxpack`` (its item ids are new keys: a store kept
+    from an earlier run inserts them, never overwrites that run's)."""
     out: dict[str, Any] = {}
     for conc, n in ((1, args.requests), (8, args.requests * 2)):
         jobs = goals(n + 10, n_users, seed + conc)
@@ -98,7 +121,7 @@ def measure_peer(
         out[f"search_c{conc}"] = res
         log(f"{peer.name} search c{conc}: {res}")
     singles = extra_items(
-        f"single{size}-{peer.name}", args.singles + 5, n_users, seed, locomo_texts
+        f"single{size}-{peer.name}", args.singles + 5, n_users, seed, locomo_texts, mark
     )
     if peer.name == "mem0":
         singles = singles[: args.mem0_writes + 5]
@@ -114,24 +137,26 @@ def measure_peer(
         }
     else:
         batch = extra_items(
-            f"batch{size}-{peer.name}", args.batch_sample, n_users, seed, locomo_texts
+            f"batch{size}-{peer.name}", args.batch_sample, n_users, seed, locomo_texts, mark
         )
-        by_ns: dict[str, list[tuple[str, str]]] = defaultdict(list)
-        for ns, iid, _, text in batch:
-            by_ns[ns].append((iid, text))
-        t0 = time.perf_counter()
-        # One store.batch over all namespaces, chunked as the adapter does.
+        import psycopg
         from langgraph.store.base import PutOp
 
+        def rows() -> int:
+            with psycopg.connect(peer.url) as conn:
+                return int(conn.execute("SELECT count(*) FROM store").fetchone()[0])
+
+        before = rows()
+        t0 = time.perf_counter()
+        # One store.batch over all namespaces, chunked as the adapter does.
         ops = [PutOp((ns,), iid, {"text": text}) for ns, iid, _, text in batch]
         for i in range(0, len(ops), 500):
             peer.store.batch(ops[i : i + 500])
         wall = time.perf_counter() - t0
-        out["write_batch"] = {
-            "sent": len(batch),
-            "seconds": round(wall, 1),
-            "per_s": round(len(batch) / wall, 1),
-        }
+        # A put under a key the store holds overwrites it: only new rows count as stored.
+        new = rows() - before
+        counts = {"created": new, "updated": len(batch) - new}
+        out["write_batch"] = write_figure(counts, len(batch), wall)
     return out
 
 
@@ -197,7 +222,9 @@ class BenchStore:
     ``bench_langgraph_<n>``, ``bench_mem0_<n>``), seeded from scratch; DIR/state.json records
     each size once it is seeded (the seeding figures and the ctxpack key of its database), so
     a run with the same DIR measures those sizes without seeding them again. A size that
-    was not recorded (a seeding cut short) is seeded again from empty databases."""
+    was not recorded (a seeding cut short) is seeded again from empty databases. Each run's
+    measured writes stay in its databases, so the next run's are drawn new to them
+    (``extra_items``' mark)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -279,6 +306,7 @@ def run_speed(
     rate: float | None = None
     k = 24  # ctxpack's default recall pack size; the peers are asked for as many
     pool = VectorPool(args.embed_max, seed=args.seed)
+    embedder: Any | None = None  # for the batch write's comparison, built at the first measure
     servers = [ctx]
     server, ctx_url_n, client_n = ctx, ctx_url, client
     lg, m0 = lg_peer, m0_peer
@@ -377,10 +405,18 @@ def run_speed(
             entry["ctxpack"] = {"seed": seed}
             sizes.append(entry)
             continue
-        entry["ctxpack"] = measure_ctxpack(client_n, n_users, args, args.seed, locomo_texts, n)
+        if embedder is None:  # the server's own, built from the same settings
+            from service.config import Settings
+            from service.embedding import build_embedder
+
+            embedder = build_embedder(Settings(data_dir=workdir / "data"))
+        mark = entry["stored_total"]  # the measured writes' texts are new to this store
+        entry["ctxpack"] = measure_ctxpack(
+            client_n, n_users, args, args.seed, locomo_texts, n, mark, embedder
+        )
         entry["ctxpack"]["seed"] = seed
         for p in live:
-            entry[p.name] = measure_peer(p, n_users, args, args.seed, locomo_texts, n, k)
+            entry[p.name] = measure_peer(p, n_users, args, args.seed, locomo_texts, n, k, mark)
         entry["phase_s"]["measure"] = round(time.perf_counter() - t_measure, 1)
         entry["rows"] = speed_rows(entry)
         sizes.append(entry)

@@ -7,9 +7,16 @@ LoCoMo turns made unique (a day number), stored as ``episode`` memories:
 
 1. ``--batches`` batches of ``--batch-size`` into each namespace given (``--namespaces``;
    say a fresh one and one holding 100k memories, seeded by ``bench.context_speed``);
-2. the same texts embedded in this process by the embedder the server builds from the same
-   settings (``service.embedding.build_embedder``), batch by batch: the model's pace;
+2. the texts the service embedded for them (each stored memory's name over its content),
+   embedded in this process by the embedder the server builds from the same settings
+   (``service.embedding.build_embedder``), batch by batch: the model's pace;
 3. ``--singles`` single remembers into each namespace (p50, p90).
+
+Every run's texts are new to the namespace, whatever ``--seed`` says: the draw is seeded by
+``--seed`` and the number of memories the namespace holds (which every stored write raises),
+its turns drawn without repeats and its day numbers distinct. A rate is printed only when
+every write was stored: otherwise ``invalid`` says how many were caught as duplicates or
+refused (bench/measured_writes.py).
 
 It prints one JSON line per namespace with stored/s, the embedder's texts/s and their ratio
 (the target: at least 0.8), and the load average before and after.
@@ -30,23 +37,53 @@ from typing import Any
 
 import httpx
 
+from bench.measured_writes import (
+    against_embedder,
+    embedder_pace,
+    invalid_reason,
+    stored_embed_texts,
+    tally,
+    write_figure,
+)
 from bench.stats import percentile
 from service.remote import api_key_from_env
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo"
 
 
-def texts_for(n: int, seed: int) -> list[str]:
-    turns = [json.loads(line) for line in (DATA / "memories.jsonl").open() if line.strip()]
-    rng = random.Random(seed)
+def texts_for(n: int, seed: int, mark: int, turns: list[dict[str, Any]] | None = None) -> list[str]:
+    """``n`` distinct texts: LoCoMo turns without repeats (over again in a new order past the
+    last), each with its own day number. ``mark`` (the memories the namespace holds) joins
+    ``seed`` in the draw, so a later run against the same namespace sends texts of its own."""
+    if turns is None:
+        turns = [json.loads(line) for line in (DATA / "memories.jsonl").open() if line.strip()]
+    rng = random.Random(f"{seed}-{mark}")
+    picked: list[dict[str, Any]] = []
+    while len(picked) < n:
+        picked += rng.sample(turns, min(len(turns), n - len(picked)))
+    days = rng.sample(range(10**6), n)
     return [
-        f"{t['speaker']} noted on day {rng.randrange(10**6)}: {t['text']}"
-        for t in (rng.choice(turns) for _ in range(n))
+        f"{t['speaker']} noted on day {d}: {t['text']}" for t, d in zip(picked, days, strict=True)
     ]
 
 
-def store_batches(client: httpx.Client, namespace: str, texts: list[str], size: int) -> float:
-    """Seconds to store ``texts`` in batches of ``size``."""
+def stored_in(client: httpx.Client, namespace: str) -> int:
+    """How many memories the namespace holds (read on the primary)."""
+    response = client.get(
+        "/v1/memories",
+        params={"namespace": namespace, "limit": 1},
+        headers={"X-Ctxpack-Consistency": "primary"},
+    )
+    response.raise_for_status()
+    return int(response.json()["total"])
+
+
+def store_batches(
+    client: httpx.Client, namespace: str, texts: list[str], size: int
+) -> tuple[dict[str, Any], list[str]]:
+    """``texts`` stored in batches of ``size``: the figure (``write_figure``) and the texts the
+    service embedded for the items it stored."""
+    answers: list[dict[str, Any]] = []
     started = time.perf_counter()
     for lo in range(0, len(texts), size):
         items = [
@@ -55,19 +92,18 @@ def store_batches(client: httpx.Client, namespace: str, texts: list[str], size: 
         ]
         response = client.post("/v1/remember/batch", json={"items": items})
         response.raise_for_status()
-    return time.perf_counter() - started
+        answers += [{**a, "index": lo + int(a["index"])} for a in response.json()["items"]]
+    seconds = time.perf_counter() - started
+    counts = tally(a["status"] for a in answers)
+    near = sum(bool(a.get("near_duplicates")) for a in answers)
+    return write_figure(counts, len(texts), seconds, near), stored_embed_texts(
+        client, texts, answers
+    )
 
 
-def embed_batches(embedder: Any, texts: list[str], size: int) -> float:
-    embedder.embed_documents(texts[:size])  # warm
-    started = time.perf_counter()
-    for lo in range(0, len(texts), size):
-        embedder.embed_documents(texts[lo : lo + size])
-    return time.perf_counter() - started
-
-
-def singles(client: httpx.Client, namespace: str, texts: list[str]) -> dict[str, float]:
+def singles(client: httpx.Client, namespace: str, texts: list[str]) -> dict[str, Any]:
     latencies = []
+    statuses = []
     for text in texts:
         started = time.perf_counter()
         response = client.post(
@@ -75,8 +111,14 @@ def singles(client: httpx.Client, namespace: str, texts: list[str]) -> dict[str,
         )
         latencies.append((time.perf_counter() - started) * 1000)
         response.raise_for_status()
+        statuses.append(response.json()["status"])
+    counts = tally(statuses)
+    reason = invalid_reason(counts, len(texts))
+    if reason is not None:  # a duplicate skips the insert: its latency is not a write's
+        return {"sent": len(texts), **counts, "invalid": reason}
     latencies = sorted(latencies[3:])
     return {
+        "stored": len(texts),
         "p50_ms": round(percentile(latencies, 50), 1),
         "p90_ms": round(percentile(latencies, 90), 1),
     }
@@ -109,22 +151,21 @@ def main() -> int:
     )
     n = args.batches * args.batch_size
     for k, namespace in enumerate(ns.strip() for ns in args.namespaces.split(",")):
-        texts = texts_for(n + args.singles, args.seed + k)
-        stored_s = store_batches(client, namespace, texts[:n], args.batch_size)
-        embed_s = embed_batches(embedder, texts[:n], args.batch_size)
-        single = singles(client, namespace, texts[n:])
-        print(
-            json.dumps(
-                {
-                    "namespace": namespace,
-                    "stored_per_s": round(n / stored_s, 1),
-                    "embedder_per_s": round(n / embed_s, 1),
-                    "ratio": round(embed_s / stored_s, 2),
-                    "single": single,
-                }
-            ),
-            flush=True,
-        )
+        mark = stored_in(client, namespace)
+        texts = texts_for(n + args.singles, args.seed + k, mark)
+        batch, stored = store_batches(client, namespace, texts[:n], args.batch_size)
+        line: dict[str, Any] = {"namespace": namespace, "held_before": mark, "batch": batch}
+        if "per_s" in batch:
+            against_embedder(batch, embedder_pace(embedder, stored, args.batch_size))
+            line |= {
+                "stored_per_s": batch["per_s"],
+                "embedder_per_s": batch["embedder"]["per_s"],
+                "ratio": batch.get("of_embedder"),
+            }
+        else:
+            line["stored_per_s"] = batch["invalid"]
+        line["single"] = singles(client, namespace, texts[n:])
+        print(json.dumps(line), flush=True)
     print(json.dumps({"load_before": load_before, "load_after": os.getloadavg()}))
     return 0
 

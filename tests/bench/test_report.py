@@ -80,3 +80,27 @@ def test_growth_and_reused_vectors_are_said() -> None:
     assert "Vectors at this size: reused vectors: x." in text
     assert "mem0: mem0 left out." in text
     assert "at 1,000,000 memories against 10.00 ms at 100,000: ×1.10 (target ≤ 1.2)." in text
+
+
+def test_writes_not_all_stored_print_why_instead_of_a_rate() -> None:
+    invalid = "invalid: 1,000 of 1,000 were duplicates"
+    size = dict(
+        SIZE, ctxpack=dict(SIZE["ctxpack"], remember_batch={"sent": 1_000, "invalid": invalid})
+    )
+    rows = {r["metric"]: r for r in speed_rows(size)}
+    assert rows["batch write memories/s"]["ctxpack"] == invalid
+    assert rows["batch write memories/s"]["x_langgraph"] is None
+    text = "\n".join(markdown_tables({"speed": {"sizes": [size]}}))
+    assert f"| batch write memories/s | {invalid} | 200.0 | – | – | – | ≥ 400 |" in text
+
+
+def test_a_valid_batch_sits_beside_the_embedders_pace_on_its_texts() -> None:
+    batch = {"sent": 1_000, "stored": 1_000, "created": 1_000, "with_near_duplicates": 3}
+    batch |= {"seconds": 4.0, "per_s": 250.0, "of_embedder": 0.625}
+    batch["embedder"] = {"texts": 1_000, "seconds": 2.5, "per_s": 400.0}
+    ctx = dict(SIZE["ctxpack"], remember_batch=batch, remember_single={"stored": 105})
+    text = "\n".join(markdown_tables({"speed": {"sizes": [dict(SIZE, ctxpack=ctx)]}}))
+    assert "| embedder alone on the batch's texts, texts/s | 400.0 | – | – | – | – |  |" in text
+    assert "| batch write ÷ embedder alone | 0.62 | – | – | – | – | ≥ 0.8 |" in text
+    assert "the batch stored 1,000 of 1,000 and the single writes 105; 3 of the batch" in text
+    assert "embedded exactly the 1,000 texts the batch stored, in its batches, in 2.5 s." in text
