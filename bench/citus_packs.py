@@ -30,7 +30,6 @@ from typing import Any
 
 import httpx
 
-from bench.harness import ctxpack_url
 from bench.locomo_eval import DATA, load, read_jsonl
 from service.app import create_app
 from service.config import Settings
@@ -39,7 +38,7 @@ from service.embedding import build_embedder
 from service.embedding.base import Embedder
 from service.lifecycle.transfer import export_store, import_store
 from service.resources import open_resources
-from service.store.database import ensure_database, start_embedded, upgrade
+from service.store.database import ensure_database, start_embedded, upgrade, with_database
 
 MODES = ("hybrid", "lexical", "vector")
 LAYERS = ("deep_search", "recall")
@@ -95,7 +94,7 @@ async def run(args: argparse.Namespace) -> None:
     root.chmod(0o755)
     server = start_embedded(root, cleanup_mode="delete")
     ensure_database(server.get_uri(), "one_node")
-    one_node = ctxpack_url(server.get_uri(), "one_node")
+    one_node = with_database(server.get_uri(), "one_node")
     upgrade(one_node)
     out = io.StringIO()
     async with open_resources(_settings(args.database_url, args.embedder), database_url=args.database_url,

@@ -28,13 +28,13 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from bench.harness import ctxpack_url
 from service.config import Settings
 from service.store.bulk import copy_memories
 from service.store.database import (
     ensure_database,
     resolve_database_url,
     upgrade,
+    with_database,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,7 +88,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.admin_url:  # a server of the caller's: no public helper names a database on it
         ensure_database(args.admin_url, args.database)
-        url = ctxpack_url(args.admin_url, args.database)
+        url = with_database(args.admin_url, args.database)
     else:
         data_dir = args.data_dir or Path("/tmp/ctxpack-exportbench")
         url = resolve_database_url(

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from bench.stats import percentile as pct
 
@@ -128,13 +127,6 @@ def log(msg: str) -> None:
 
 
 # -------------------------------------------------------------------------- ctxpack server
-
-
-def ctxpack_url(admin_url: str, dbname: str) -> str:
-    """Database ``dbname`` on the server of ``admin_url``, as a URL both ctxpack and psycopg
-    take (``peers.db_url_for`` gives libpq's keyword form, which ctxpack does not)."""
-    parts = urlsplit(admin_url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + dbname, parts.query, parts.fragment))
 
 
 class CtxpackServer:

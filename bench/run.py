@@ -86,11 +86,12 @@ from pathlib import Path
 from typing import Any
 
 from bench import peers  # sets the offline and telemetry env vars before mem0 loads
-from bench.harness import CtxpackServer, ctxpack_url, loadavg, log, machine_info, now_iso
+from bench.harness import CtxpackServer, loadavg, log, machine_info, now_iso
 from bench.quality import CachedEmbedder, locomo_loader, run_quality
 from bench.report import print_report
 from bench.scope import run_scope
 from bench.speed import run_speed
+from service.store.database import with_database
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -277,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         for db in (CTXPACK_DB, peers.LANGGRAPH_DB, peers.MEM0_DB, "bench_cosine"):
             peers.drop_database(admin_url, db)
     peers.ensure_database(admin_url, CTXPACK_DB)
-    ctx_url = ctxpack_url(admin_url, CTXPACK_DB)
+    ctx_url = with_database(admin_url, CTXPACK_DB)
     versions = {"ctxpack": _ctxpack_version()}
     versions.update(peers.server_versions(admin_url))
     pv = peers.peer_versions()

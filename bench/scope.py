@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import context_speed, peers
-from bench.harness import CtxpackServer, ctxpack_url, log, run_load
+from bench.harness import CtxpackServer, log, run_load
 from bench.seeding import PeerCopy, deferred_indexes, namespace_rows
+from service.store.database import with_database
 
 CTXPACK_SCOPE_DB = "bench_ctxpack_scope"
 LANGGRAPH_SCOPE_DB = "bench_langgraph_scope"
@@ -41,7 +42,7 @@ def run_scope(
     for db in (CTXPACK_SCOPE_DB, LANGGRAPH_SCOPE_DB):
         peers.drop_database(admin_url, db)
     peers.ensure_database(admin_url, CTXPACK_SCOPE_DB)
-    ctx_url = ctxpack_url(admin_url, CTXPACK_SCOPE_DB)
+    ctx_url = with_database(admin_url, CTXPACK_SCOPE_DB)
     ctx = CtxpackServer(ctx_url, workdir)
     ctx.start("scope scaling, empty database")
     lg_peer = None

@@ -19,7 +19,7 @@ from typing import Any
 
 from bench import peers  # sets the offline and telemetry env vars before mem0 loads
 from bench.corpus import PER_USER, corpus_for, extra_items, goals
-from bench.harness import CtxpackServer, ctxpack_url, log, now_iso, progress, run_load
+from bench.harness import CtxpackServer, log, now_iso, progress, run_load
 from bench.measured_writes import invalid_reason, tally, write_figure
 from bench.quality import CachedEmbedder
 from bench.report import speed_rows
@@ -32,6 +32,7 @@ from bench.seeding import (
     fetch_vectors,
 )
 from bench.stats import percentile as pct
+from service.store.database import with_database
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -263,7 +264,7 @@ def open_size(
         for system in ("ctxpack", "langgraph", "mem0"):
             peers.drop_database(admin_url, store.database(system, n))
     peers.ensure_database(admin_url, store.database("ctxpack", n))
-    ctx_url = ctxpack_url(admin_url, store.database("ctxpack", n))
+    ctx_url = with_database(admin_url, store.database("ctxpack", n))
     server = CtxpackServer(ctx_url, workdir, key=rec["key"] if rec else None)
     server.start(f"{n:,} store" + (", seeded earlier" if rec else ", empty database"))
     lg = m0 = None

@@ -26,7 +26,6 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import ctxpack_url  # noqa: E402
 from service.app import create_app  # noqa: E402
 from service.config import Settings  # noqa: E402
 from service.domain import keys as key_service  # noqa: E402
@@ -36,6 +35,7 @@ from service.store.database import (  # noqa: E402
     make_sessionmaker,
     start_embedded,
     upgrade,
+    with_database,
 )
 from tests.console import live  # noqa: E402
 
@@ -280,7 +280,7 @@ def main() -> None:
         server = start_embedded(root, cleanup_mode="stop")
         admin = server.get_uri()
         ensure_database(admin, "ctxpack_demo")
-        url = ctxpack_url(admin, "ctxpack_demo")
+        url = with_database(admin, "ctxpack_demo")
         upgrade(url)
         settings = Settings(
             database_url=url,

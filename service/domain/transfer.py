@@ -24,8 +24,7 @@ from typing import Any
 
 from service.domain.artifacts import memory_hash, schema_keys
 from service.domain.namespaces import parse_namespace
-from service.domain.redaction import REDACTOR
-from service.domain.redaction.fields import check_identifiers
+from service.domain.redaction.fields import check_identifiers, redact_fields
 from service.domain.scan_bound import Part, check_scan_bound, compact_size
 from service.domain.writes.prepare import WriteItem
 from service.errors import InvalidInput, PayloadTooLarge
@@ -303,10 +302,13 @@ def memory_request(obj: dict[str, Any]) -> RememberRequest:
     )
 
 
-def artifact_row(org_id: uuid.UUID, number: int, obj: dict[str, Any]) -> dict[str, Any]:
-    """An artifact line as the row import stores: name, summary and body redacted, size and
-    schema keys derived from the redacted body (as store_artifact derives them), ids and
-    times kept.
+def artifact_row(org_id: uuid.UUID, number: int, obj: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """An artifact line as the row import stores: name, summary and body redacted (by
+    ``redact_fields``, as store_artifact redacts them), size and schema keys derived from the
+    redacted body (as store_artifact derives them), ids and times kept.
+
+    Returns:
+        The row, and how many secrets redaction replaced in it.
 
     Raises:
         InvalidInput: the line has no id or namespace (field ``file``, naming the line).
@@ -314,18 +316,23 @@ def artifact_row(org_id: uuid.UUID, number: int, obj: dict[str, Any]) -> dict[st
     aid = uuid_of(obj.get("id"))
     if aid is None or not isinstance(obj.get("namespace"), str):
         raise InvalidInput("file", f"line {number}: an artifact without id or namespace")
-    body, _ = REDACTOR.redact_json(obj.get("body"))
-    body = body if isinstance(body, dict | list) else {}
+    raw = obj.get("body")
+    values, counts = redact_fields({
+        "name": str(obj.get("name") or ""),
+        "summary": str(obj.get("summary") or ""),
+        "body": raw if isinstance(raw, dict | list) else None,  # anything else is stored as {}
+    })
+    body = values["body"] if values["body"] is not None else {}
     return {
         "org_id": org_id,
         "id": aid,
         "namespace": obj["namespace"],
-        "name": REDACTOR.redact(str(obj.get("name") or "")).text,
-        "summary": REDACTOR.redact(str(obj.get("summary") or "")).text,
+        "name": values["name"],
+        "summary": values["summary"],
         "body": body,
         "size_bytes": compact_size(body),
         "schema_keys": schema_keys(body),
         "project": obj.get("project"),
         "memory_id": uuid_of(obj.get("memory_id")),
         "created_at": time_of(obj.get("created_at")) or datetime.now(UTC),
-    }
+    }, sum(counts.values())

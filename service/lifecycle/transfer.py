@@ -222,6 +222,10 @@ class ImportSummary:
     relations: int = 0
     artifacts: int = 0
     complete: bool = False
+    # For the import's audit row, as a batch's row has them: the secrets redaction replaced
+    # (in the memories it prepared and the artifacts it stored) and the memories it stored.
+    redactions: int = 0
+    stored: list[uuid.UUID] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -236,6 +240,7 @@ class ImportSummary:
             "reembedded": self.reembedded,
             "relations": self.relations,
             "artifacts": self.artifacts,
+            "redactions": self.redactions,
             "complete_file": self.complete,
         }
 
@@ -293,6 +298,7 @@ async def _import_memories(
         except (ValidationError, CtxpackError):
             summary.rejected["invalid"] += 1
             continue
+        summary.redactions += sum(item.redactions.values())  # a rejected one's too, as a batch's
         if item.rejection is not None:
             for reason in item.rejection:
                 summary.rejected[reason.code] += 1
@@ -317,6 +323,7 @@ async def _import_memories(
     rows = [{**plan.values, "embedding": vectors[mid]} for _, mid, _, plan in planned]
     inserted = await repo.insert_memories(rows)
     summary.created += len(inserted)
+    summary.stored.extend(mid for _, mid, _, _ in planned if mid in inserted)
     summary.duplicate += len(rows) - len(inserted)
     await MemoryRepository(session).ensure_projects(
         caller.org_id, {r["project"] for r in rows if r["project"] and r["id"] in inserted}
@@ -404,8 +411,10 @@ async def _import_keys(
 async def _import_artifacts(
     session: AsyncSession, caller: Caller, chunk: list[tuple[int, dict[str, Any]]], summary: ImportSummary
 ) -> None:
-    rows = [artifact_row(caller.org_id, number, obj) for number, obj in chunk]
-    summary.artifacts += await LifecycleRepository(session).insert_artifacts(rows)
+    redacted = [artifact_row(caller.org_id, number, obj) for number, obj in chunk]
+    inserted = await LifecycleRepository(session).insert_artifacts([row for row, _ in redacted])
+    summary.artifacts += len(inserted)
+    summary.redactions += sum(n for row, n in redacted if row["id"] in inserted)
 
 
 async def import_store(
@@ -442,7 +451,11 @@ async def import_store(
         ctx.request = {"file_version": file.header.get("version"), "model": file.header.get("model"),
                        "kept_vectors": file.keep_vectors}
         summary = await _import(resources, session, caller, path, file, progress)
-        await record(session, ctx, outcome="ok", status_code=200, details=summary.as_dict())
+        await record(
+            session, ctx, outcome="ok", status_code=200, memory_ids=summary.stored,
+            details=summary.as_dict(), redaction_count=summary.redactions,
+            rejection_count=sum(summary.rejected.values()),
+        )
         return summary
 
     # Through the call runner, as every face: one unit of work, the audit row on success, and

@@ -435,12 +435,13 @@ class LifecycleRepository:
         result = await self.session.execute(stmt, params)
         return int(result.rowcount)  # type: ignore[attr-defined]
 
-    async def insert_artifacts(self, rows: list[dict[str, Any]]) -> int:
+    async def insert_artifacts(self, rows: list[dict[str, Any]]) -> set[uuid.UUID]:
         """Insert imported artifacts; a ``memory_id`` that is not an artifact memory of the
         same org and namespace is dropped (a forged one tied the artifact's life and erasure
-        to another namespace's memory)."""
+        to another namespace's memory). An artifact whose id is already there is skipped.
+        Returns the ids inserted."""
         if not rows:
-            return 0
+            return set()
         wanted = {r["memory_id"] for r in rows if r.get("memory_id") is not None}
         found: set[tuple[uuid.UUID, str]] = set()
         if wanted:
@@ -456,4 +457,4 @@ class LifecycleRepository:
             if r.get("memory_id") is not None and (r["memory_id"], r["namespace"]) not in found:
                 r["memory_id"] = None
         stmt = insert(Artifact).values(rows).on_conflict_do_nothing().returning(Artifact.id)
-        return len((await self.session.execute(stmt)).all())
+        return {aid for (aid,) in (await self.session.execute(stmt)).all()}

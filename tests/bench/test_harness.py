@@ -25,15 +25,3 @@ def test_lat_stats_percentiles() -> None:
     out = lat_stats([float(x) for x in range(1, 101)], wall_s=2.0)
     assert out["p50_ms"] == pytest.approx(50.5)
     assert out["per_s"] == 50.0
-
-
-def test_ctxpack_url_names_another_database_on_the_same_server() -> None:
-    from bench.harness import ctxpack_url
-
-    assert (
-        ctxpack_url("postgresql://postgres:pw@127.0.0.1:5432/postgres?sslmode=disable", "bench")
-        == "postgresql://postgres:pw@127.0.0.1:5432/bench?sslmode=disable"
-    )
-    assert ctxpack_url("postgresql://postgres:@/postgres?host=/tmp/pg", "one_node") == (
-        "postgresql://postgres:@/one_node?host=/tmp/pg"
-    )

@@ -97,8 +97,9 @@ def test_an_artifact_line_is_redacted_and_its_shape_derived() -> None:
     org = uuid.uuid4()
     line = {"kind": "artifact", "id": str(uuid.uuid4()), "namespace": "u", "name": f"run {SECRET}",
             "body": {"token": SECRET, "n": 1}, "size_bytes": 1, "schema_keys": ["forged"]}
-    row = artifact_row(org, 7, line)
+    row, redactions = artifact_row(org, 7, line)
     assert SECRET not in json.dumps(row, default=str)
+    assert redactions == 2  # the name's and the body's, counted for the import's audit row
     assert row["schema_keys"] == ["token", "n"]
     assert row["size_bytes"] == len(json.dumps(row["body"], separators=(",", ":")).encode())
     with pytest.raises(InvalidInput, match="line 7"):

@@ -401,6 +401,39 @@ async def test_a_failed_import_writes_nothing_and_is_audited_as_a_cli_call(
     assert done[1][2]["created"] == 3 and done[1][2]["artifacts"] == 1
 
 
+async def test_an_import_row_names_the_memories_it_stored_and_counts_its_redactions(
+    key: Key, pg_url: str, tmp_path: Path
+) -> None:
+    # As a batch's row: memory_ids (the memories stored, in file order), redaction_count (a
+    # rejected memory's included; an artifact's name, summary and body too), rejection_count.
+    secret = "sk-live-" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6"
+    first = memory_line(f"{FACTS[0][2]} The deploy key is {secret}.")
+    second = memory_line(FACTS[1][2])
+    fragment = memory_line(f"ok {secret}")
+    artifact = {"kind": "artifact", "id": str(uuid.uuid4()), "namespace": "imp",
+                "name": f"deploy {secret}", "body": {"token": secret, "envs": ["prod"]}}
+    path = write(tmp_path / "secrets.jsonl", [HEADER, first, fragment, second, artifact, {"kind": "end"}])
+
+    def import_rows() -> list[tuple[Any, ...]]:
+        with psycopg.connect(pg_url) as conn:
+            return conn.execute(
+                "SELECT memory_ids, redaction_count, rejection_count FROM audit_events"
+                " WHERE org_id = %s AND action = 'import' ORDER BY created_at", (key.org_id,),
+            ).fetchall()
+
+    async with resources(pg_url) as res:
+        summary = await import_store(res, path, org=key.org)
+    assert (summary.created, summary.artifacts, sum(summary.rejected.values())) == (2, 1, 1)
+    assert summary.as_dict()["redactions"] == 4
+    assert import_rows() == [([uuid.UUID(first["id"]), uuid.UUID(second["id"])], 4, 1)]
+
+    # Run again: every id is in, so nothing is stored; only the fragment is read (and refused)
+    # again, its redaction counted again.
+    async with resources(pg_url) as res:
+        await import_store(res, path, org=key.org)
+    assert import_rows()[1] == ([], 1, 1)
+
+
 async def test_an_import_line_over_the_scan_bound_is_refused_naming_the_field(
     key: Key, pg_url: str, tmp_path: Path
 ) -> None:

@@ -20,7 +20,7 @@ from sqlalchemy import event, make_url, text
 from service.config import Settings
 from service.domain.ranking import PlanInputs, build_plan
 from service.store import database
-from service.store.database import create_engine, ensure_database, libpq_url, upgrade
+from service.store.database import create_engine, ensure_database, libpq_url, upgrade, with_database
 from service.store.models import EMBEDDING_DIMS
 from service.store.retrieval import Scope, build_pack_sql, scope_sql
 from service.store.wake import build_wake_sql
@@ -236,3 +236,15 @@ async def test_pack_pool_never_reads_a_big_org_whole(pg_url: str, settings: Sett
         assert reads, name
         for cond in reads:
             assert "namespace" in cond or "id = " in cond, (name, cond, plans[name])
+
+
+def test_with_database_names_another_database_on_the_same_server() -> None:
+    # The benchmarks and tools reach their databases through it: credentials, query and a
+    # socket directory kept, only the path replaced.
+    assert (
+        with_database("postgresql://postgres:pw@127.0.0.1:5432/postgres?sslmode=disable", "bench")
+        == "postgresql://postgres:pw@127.0.0.1:5432/bench?sslmode=disable"
+    )
+    assert with_database("postgresql://postgres:@/postgres?host=/tmp/pg", "one_node") == (
+        "postgresql://postgres:@/one_node?host=/tmp/pg"
+    )

@@ -327,12 +327,12 @@ async def test_a_stored_write_leaves_one_audit_row_of_its_call(path, client, mak
     assert not out.refused and out.id is not None, out
     rows = audit_rows(pg_url, owner.org_id, ACTION[path[0]])
     assert len(rows) == 1, rows
-    outcome, status, memory_ids, _, details, _ = rows[0]
+    outcome, status, memory_ids, _, details, redactions = rows[0]
     assert status in (200, 201) and outcome in ("ok", "created", "updated"), rows[0]
+    assert memory_ids == [uuid.UUID(out.id)]  # an import's row names what it stored, too
+    assert redactions == 0
     if path[0] == "import":
-        assert json.loads(details)["created"] == 1  # an import's row counts what it wrote
-    else:
-        assert memory_ids == [uuid.UUID(out.id)]
+        assert json.loads(details)["created"] == 1  # and counts it
 
 
 async def test_a_secret_in_a_write_never_reaches_the_audit_trail(path, client, make_key, pg_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -343,5 +343,7 @@ async def test_a_secret_in_a_write_never_reaches_the_audit_trail(path, client, m
     assert not out.refused, out
     rows = audit_rows(pg_url, owner.org_id, ACTION[path[0]])
     assert rows and all(SECRET not in f"{r[3]} {r[4]}" for r in rows), rows
-    if path[0] in ("remember", "batch", "keyed", "patch", "artifact"):
-        assert rows[-1][5] > 0  # the row counts the redactions it made
+    # The row counts the redactions it made: the same three (content, name, metadata) on
+    # every path, and names the memory it stored.
+    assert rows[-1][5] == 3, rows[-1]
+    assert rows[-1][2] == [uuid.UUID(out.id or "")]
