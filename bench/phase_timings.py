@@ -53,12 +53,12 @@ def timed(owner: Any, name: str, label: str) -> None:
 
 
 def instrument(call: str) -> None:
-    from service.domain import caller_cache
     from service.domain import context as context_domain
+    from service.domain import keys as key_service
     from service.domain import remember as remember_domain
     from service.store import memories, retrieval
 
-    timed(caller_cache.key_service, "authenticate", "auth (cache miss)")
+    timed(key_service, "authenticate", "auth (cache miss)")
     if call == "context":
         timed(context_domain, "compile_context", "compile_context")
         timed(retrieval.RetrievalRepository, "scope_size", "scope probe")
@@ -103,7 +103,7 @@ async def run(args: argparse.Namespace) -> None:
             for i in range(args.requests + args.warmup):
                 if i == args.warmup:
                     TIMES.clear()
-                user = f"speed-u{pick.randrange(args.users)}"
+                user = f"{args.prefix}u{pick.randrange(args.users)}"
                 if args.call == "context":
                     path = "/v1/context"
                     body: dict[str, Any] = {
@@ -148,6 +148,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--users", type=int, default=1000)
+    parser.add_argument("--prefix", default="speed-", help="namespace prefix of the seeded users")
     asyncio.run(run(parser.parse_args()))
     return 0
 

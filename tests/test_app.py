@@ -1,7 +1,7 @@
 """app.py: ``create_app`` mounts the faces side by side on one set of resources: the probes,
 the API under /v1, MCP at /mcp and the console at /ui; the lifespan opens the resources once
-and closes them; a body over ``max_body_bytes`` is refused (413) before any work, even before
-the key is looked at."""
+and closes them, and starts loading the embedder's batch lane; a body over
+``max_body_bytes`` is refused (413) before any work, even before the key is looked at."""
 
 from __future__ import annotations
 
@@ -38,3 +38,23 @@ async def test_oversized_body_is_413_before_work(client: httpx.AsyncClient, auth
     response = await client.post("/v1/whoami", content=big, headers=auth)
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "payload_too_large"
+
+
+class _LanedEmbedder(FakeEmbedder):
+    """A fake embedder with a batch lane, which records how it was asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lane_asks: list[bool] = []
+
+    def document_lane(self, *, wait: bool = True) -> None:
+        self.lane_asks.append(wait)
+
+
+async def test_the_server_starts_loading_the_batch_lane_without_waiting(pg_url: str) -> None:
+    """The bf16 batch lane loads from start-up, in the background: a server's first batches
+    are not embedded in fp32 for want of it, and /readyz does not wait for it."""
+    embedder = _LanedEmbedder()
+    app = create_app(make_settings(pg_url), embedder=embedder, database_url=pg_url)
+    async with app.router.lifespan_context(app):
+        assert embedder.lane_asks == [False]
