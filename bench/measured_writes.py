@@ -19,7 +19,8 @@ rate over such writes measures nothing. The rules every measured write of the sp
 3. **The embedder's pace on exactly the texts stored** (``stored_embed_texts``,
    ``embedder_pace``): what the service embedded for each created item (its name over its
    content, ``document_text``), embedded again in the bench's process by the embedder the
-   server builds from the same settings, in the same batches; ``of_embedder`` is the batch
+   server builds from the same settings, its batch lane loaded (``servers_embedder``), in
+   the same batches; ``of_embedder`` is the batch
    rate over that pace (issue 26's target: at least 0.8).
 """
 
@@ -91,6 +92,19 @@ def stored_embed_texts(
             text = sent[int(answer["index"])]
             out.append(document_text(derive_name(text), text))
     return out
+
+
+def servers_embedder(settings: Any) -> Any:
+    """The embedder the server builds from ``settings``, its batch lane loaded: the server
+    loads it from start-up (app.py), so a pace measured while it still loads would be fp32's,
+    less than half its own, and flatter the service."""
+    from service.embedding import build_embedder
+
+    embedder = build_embedder(settings)
+    lane = getattr(embedder, "document_lane", None)
+    if lane is not None:
+        lane(wait=True)
+    return embedder
 
 
 def embedder_pace(embedder: Any, texts: Sequence[str], batch: int) -> dict[str, Any]:

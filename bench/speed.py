@@ -20,7 +20,7 @@ from typing import Any
 from bench import peers  # sets the offline and telemetry env vars before mem0 loads
 from bench.corpus import PER_USER, corpus_for, extra_items, goals
 from bench.harness import CtxpackServer, log, now_iso, progress, run_load
-from bench.measured_writes import invalid_reason, tally, write_figure
+from bench.measured_writes import invalid_reason, servers_embedder, tally, write_figure
 from bench.quality import CachedEmbedder
 from bench.report import speed_rows
 from bench.seeding import (
@@ -407,9 +407,8 @@ def run_speed(
             continue
         if embedder is None:  # the server's own, built from the same settings
             from service.config import Settings
-            from service.embedding import build_embedder
 
-            embedder = build_embedder(Settings(data_dir=workdir / "data"))
+            embedder = servers_embedder(Settings(data_dir=workdir / "data"))
         mark = entry["stored_total"]  # the measured writes' texts are new to this store
         entry["ctxpack"] = measure_ctxpack(
             client_n, n_users, args, args.seed, locomo_texts, n, mark, embedder

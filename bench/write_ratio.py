@@ -41,6 +41,7 @@ from bench.measured_writes import (
     against_embedder,
     embedder_pace,
     invalid_reason,
+    servers_embedder,
     stored_embed_texts,
     tally,
     write_figure,
@@ -141,10 +142,9 @@ def main() -> int:
         parser.error("--url and --key (or CTXPACK_URL, CTXPACK_API_KEY) are required")
 
     from service.config import Settings
-    from service.embedding import build_embedder
 
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
-    embedder = build_embedder(settings)
+    embedder = servers_embedder(settings)
     load_before = os.getloadavg()
     client = httpx.Client(
         base_url=args.url, headers={"Authorization": f"Bearer {args.key}"}, timeout=300
