@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
+import anyio
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware import Middleware
@@ -117,7 +119,7 @@ def create_app(
             settings, database_url=database_url, embedder=embedder
         ) as resources:
             app.state.ctx = resources
-            _start_document_lane(resources)
+            await _load_document_lane(resources)
             async with (
                 _retention_job(app, resources),
                 _expiry_job(app, resources),
@@ -229,15 +231,16 @@ def _namespace_index_job(
     return _background(app, "namespace_index_task", "namespace-indexes", job)
 
 
-def _start_document_lane(resources: Resources) -> None:
-    """Start loading the embedder's batch lane (bf16 on CPUs with native bf16; about 4 s,
-    in a thread of its own) as the server starts, not at its first batch: until it is
-    loaded, batches are embedded in fp32, at less than half its pace, and a server's first
-    writes of a bulk load were that slow (make bench measured batch writes at 0.28x the
-    embedder's own pace). /readyz does not wait for it."""
+async def _load_document_lane(resources: Resources) -> None:
+    """Load the embedder's batch lane (bf16 on CPUs with native bf16: about 4 s, mostly
+    importing torch) before the server is ready, not at its first batch. Loaded at the first
+    batch, in the background, it embedded that batch and the next few in fp32 (less than half
+    its pace: make bench measured batch writes at 0.28x the embedder's own); loaded in the
+    background from start-up, it took both cores from the first context calls (p99 at c=1
+    went from 24 to 89-166 ms in make bench). /readyz answers once it is loaded."""
     lane = getattr(resources.model, "document_lane", None)
     if lane is not None:
-        lane(wait=False)
+        await anyio.to_thread.run_sync(functools.partial(lane, wait=True))
 
 
 def state_of(app: FastAPI) -> Resources:

@@ -1,6 +1,6 @@
 """app.py: ``create_app`` mounts the faces side by side on one set of resources: the probes,
 the API under /v1, MCP at /mcp and the console at /ui; the lifespan opens the resources once
-and closes them, and starts loading the embedder's batch lane; a body over
+and closes them, and loads the embedder's batch lane before it is ready; a body over
 ``max_body_bytes`` is refused (413) before any work, even before the key is looked at."""
 
 from __future__ import annotations
@@ -51,10 +51,11 @@ class _LanedEmbedder(FakeEmbedder):
         self.lane_asks.append(wait)
 
 
-async def test_the_server_starts_loading_the_batch_lane_without_waiting(pg_url: str) -> None:
-    """The bf16 batch lane loads from start-up, in the background: a server's first batches
-    are not embedded in fp32 for want of it, and /readyz does not wait for it."""
+async def test_the_server_is_ready_once_its_batch_lane_is_loaded(pg_url: str) -> None:
+    """The bf16 batch lane is loaded before the lifespan yields (before /readyz answers): a
+    server's first batches are not embedded in fp32 for want of it, and its first context
+    calls do not share the CPU with its loading."""
     embedder = _LanedEmbedder()
     app = create_app(make_settings(pg_url), embedder=embedder, database_url=pg_url)
     async with app.router.lifespan_context(app):
-        assert embedder.lane_asks == [False]
+        assert embedder.lane_asks == [True]

@@ -75,11 +75,11 @@ class Bf16DocumentLane:
 
 
 class LazyBf16Lane:
-    """Builds the bf16 lane in the background on first use, which the server makes at
-    start-up (``app.py:_start_document_lane``; /readyz does not wait for it: 2.0 s, against
-    6.1 s when loaded before it); a CLI command that never sees a batch never imports torch.
-    A call made while it loads (about 4 s, mostly importing torch and transformers) is
-    encoded in fp32 rather than waiting. If the load fails, documents stay on fp32."""
+    """Builds the bf16 lane on first use, in the background. The server loads it before it
+    is ready (``app.py:_load_document_lane``: restart to /readyz 6.1 s rather than 2.0 s); a
+    CLI command that never sees a batch never imports torch. A call made while it loads
+    (about 4 s, mostly importing torch and transformers) is encoded in fp32 rather than
+    waiting. If the load fails, documents stay on fp32."""
 
     def __init__(self, tokenizer: Any, *, threads: int, batch_size: int) -> None:
         self._args = (tokenizer, threads, batch_size)
