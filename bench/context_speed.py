@@ -40,6 +40,7 @@ from typing import Any
 
 import httpx
 
+from bench.measured_writes import STORED, invalid_reason, tally
 from bench.seeding import deferred_indexes
 from bench.stats import percentile
 from service.remote import api_key_from_env
@@ -245,13 +246,13 @@ async def measure_writes(
     call (one client, c=1). Every text is new to the store: a LoCoMo turn with this run's
     ``nonce`` and a counter, so no write is caught as an exact duplicate before it is
     embedded; a write the service did not store makes the figures invalid (``stored`` says
-    how many were)."""
+    how many were, ``invalid`` what went wrong: bench/measured_writes.py)."""
     texts = locomo_texts()
     pick = random.Random(nonce)
     order = pick.sample(range(len(texts)), len(texts))
     lat: dict[str, dict[str, list[float]]] = {ns: {"single": [], "batch": []} for ns in namespaces}
     counter = 0
-    stored = sent = 0
+    statuses: list[str] = []
 
     def fresh(namespace: str) -> dict[str, Any]:
         nonlocal counter
@@ -276,12 +277,17 @@ async def measure_writes(
                 rb.raise_for_status()
                 if i < 5:
                     continue
-                sent += 1 + batch
-                stored += int(r.json()["status"] == "created")
-                stored += sum(1 for it in rb.json()["items"] if it["status"] == "created")
+                statuses.append(r.json()["status"])
+                statuses += [it["status"] for it in rb.json()["items"]]
                 lat[ns]["single"].append(single)
                 lat[ns]["batch"].append(batched)
-    out: dict[str, Any] = {"sent": sent, "stored": stored, "batch_size": batch}
+    counts = tally(statuses)
+    out: dict[str, Any] = {
+        "sent": len(statuses), "stored": counts.get(STORED, 0), "batch_size": batch,
+    }  # fmt: skip
+    reason = invalid_reason(counts, len(statuses))
+    if reason is not None:
+        out["invalid"] = reason
     for ns, kinds in lat.items():
         out[ns] = {
             f"{kind}_p50_ms": round(percentile(sorted(v), 50), 2) for kind, v in kinds.items()
@@ -359,8 +365,8 @@ def main() -> int:
             measure_writes(args.url, args.key, namespaces, args.writes, args.write_batch, nonce)
         )
         print(json.dumps(report["writes"]), flush=True)
-        if report["writes"]["stored"] < report["writes"]["sent"]:
-            print("invalid: not every write was stored (duplicates or gate)", flush=True)
+        if "invalid" in report["writes"]:
+            print(report["writes"]["invalid"], flush=True)
         args.out.write_text(json.dumps(report, indent=2))
         return 0
     results = {}

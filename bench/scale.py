@@ -72,6 +72,7 @@ import httpx
 from bench import citus_routing, context_speed
 from bench.load import Server, start_server
 from bench.seed import memories as write_items
+from bench.seeding import namespace_index_pass
 from bench.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -605,20 +606,6 @@ def remove_writes(url: str) -> None:
         conn.execute("DELETE FROM memories WHERE namespace LIKE %s", (f"{PREFIX}u%:w",))
 
 
-async def index_namespaces(url: str, min_rows: int) -> None:
-    """One pass of the namespace index job on ``url`` with threshold ``min_rows`` (a huge
-    one drops every namespace index)."""
-    from service.config import Settings
-    from service.store import namespace_indexes
-    from service.store.database import create_engine
-
-    engine = create_engine(url, Settings())  # type: ignore[call-arg]
-    try:
-        await namespace_indexes.sync(engine, min_rows)
-    finally:
-        await engine.dispose()
-
-
 async def measure_hnsw(
     urls: dict[str, str], key: str, scope: int, goals: int, k: int
 ) -> dict[str, Any]:
@@ -650,10 +637,10 @@ async def measure_hnsw(
     # Exact first, with no namespace indexes (every one dropped), then through the scope's own
     # HNSW index, built as the namespace index job builds it.
     for engine in ENGINES:
-        await index_namespaces(urls[engine], 10**12)
+        await namespace_index_pass(urls[engine], 10**12)
     await ask("exact", ("vector",))
     for engine in ENGINES:
-        await index_namespaces(urls[engine], scope // 2)
+        await namespace_index_pass(urls[engine], scope // 2)
     await ask("hnsw", ("vector", "hybrid"))
 
     def mean(values: list[float]) -> float:

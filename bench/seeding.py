@@ -320,35 +320,40 @@ def deferred_indexes(
                 built["namespace indexes"] = round(time.perf_counter() - t0, 1)
 
 
-def index_namespaces(db_url: str) -> None:
+async def namespace_index_pass(db_url: str, min_rows: int | None = None) -> None:
     """One pass of the service's namespace index job (store/namespace_indexes.py) on
-    ``db_url``, now: a bulk load's big namespaces get their own indexes before anything is
-    measured, rather than up to a job interval later. The threshold is the service's
-    (``CTXPACK_EXACT_SCAN_MAX_ROWS``). Waits for a pass a running server holds. Runs its own
-    event loop, on a thread of its own (the caller may be inside one)."""
+    ``db_url``, with threshold ``min_rows`` (default: the service's,
+    ``CTXPACK_EXACT_SCAN_MAX_ROWS``; a huge one drops every namespace index). Waits for a
+    pass a running server holds, then passes again."""
     import asyncio
-    from concurrent.futures import ThreadPoolExecutor
 
     from service.config import Settings
     from service.store import namespace_indexes
     from service.store.database import create_engine
 
-    async def one_pass() -> None:
-        settings = Settings()  # type: ignore[call-arg]
-        engine = create_engine(db_url, settings)
-        try:
-            # A running server's job may hold the pass's lock: wait for it, then pass again.
-            while (
-                await namespace_indexes.sync(
-                    engine, settings.exact_scan_max_rows, max_indexed=settings.namespace_index_max
-                )
-            ).skipped:
-                await asyncio.sleep(1.0)
-        finally:
-            await engine.dispose()
+    settings = Settings()  # type: ignore[call-arg]
+    threshold = settings.exact_scan_max_rows if min_rows is None else min_rows
+    engine = create_engine(db_url, settings)
+    try:
+        while (
+            await namespace_indexes.sync(
+                engine, threshold, max_indexed=settings.namespace_index_max
+            )
+        ).skipped:
+            await asyncio.sleep(1.0)
+    finally:
+        await engine.dispose()
+
+
+def index_namespaces(db_url: str) -> None:
+    """``namespace_index_pass`` now, at the service's threshold: a bulk load's big namespaces
+    get their own indexes before anything is measured, rather than up to a job interval
+    later. Runs its own event loop, on a thread of its own (the caller may be inside one)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pool.submit(asyncio.run, one_pass()).result()
+        pool.submit(asyncio.run, namespace_index_pass(db_url)).result()
 
 
 def fetch_vectors(

@@ -80,14 +80,15 @@ def forget_ready() -> None:
     _READY.clear()
 
 
-READY_SQL = text(
+CATALOG_SQL = text(
     r"""
-    SELECT c.relname
+    SELECT c.relname, i.indisvalid AND i.indisready
     FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-    WHERE i.indrelid = CAST('memories' AS regclass) AND i.indisvalid AND i.indisready
-      AND c.relname LIKE 'ix\_memories\_ns\_%'
+    WHERE i.indrelid = CAST('memories' AS regclass) AND c.relname LIKE 'ix\_memories\_ns\_%'
     """
 )
+"""Every per-namespace index of the table, with whether it is valid and ready (a build
+that failed half-way leaves an invalid one)."""
 
 
 async def ready_names(session: AsyncSession) -> frozenset[str]:
@@ -95,7 +96,8 @@ async def ready_names(session: AsyncSession) -> frozenset[str]:
     key = _cache_key(session.bind)
     names = _READY.get(key)
     if names is None:
-        names = frozenset((await session.execute(READY_SQL)).scalars().all())
+        rows = (await session.execute(CATALOG_SQL)).all()
+        names = frozenset(str(name) for name, ok in rows if ok)
         _READY.put(key, names)
     return names
 
@@ -137,14 +139,6 @@ ORG_NAMESPACES_SQL = text(
     FROM memories
     WHERE org_id = :org
     GROUP BY org_id, namespace
-    """
-)
-
-CATALOG_SQL = text(
-    r"""
-    SELECT c.relname, i.indisvalid AND i.indisready
-    FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-    WHERE i.indrelid = CAST('memories' AS regclass) AND c.relname LIKE 'ix\_memories\_ns\_%'
     """
 )
 
