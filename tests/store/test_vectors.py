@@ -1,20 +1,40 @@
-"""store/vectors.py: a vector reaches SQL as a pgvector text literal whose floats read back
-as the very doubles the model returned (``repr``, the shortest exact text)."""
+"""store/vectors.py: a vector reaches SQL as a pgvector text literal whose values read back
+as exactly the float32s pgvector stores (each value rounded to float32, 9 significant
+digits)."""
 
 from __future__ import annotations
 
+import numpy as np
 from fastapi import FastAPI
 from sqlalchemy import text
 
 from service.store.vectors import vector_literal
 
 
-def test_a_literal_is_the_exact_shortest_text_of_each_float() -> None:
+def test_a_literal_reads_back_as_the_float32_of_each_value() -> None:
     values = [0.1, -2.0, 1e-07, 0.30000000000000004, 3]
     literal = vector_literal(values)
-    assert literal == "[0.1,-2.0,1e-07,0.30000000000000004,3.0]"
-    assert [float(x) for x in literal[1:-1].split(",")] == [float(v) for v in values]
+    assert literal == "[0.100000001,-2,1.00000001e-07,0.300000012,3]"
+    parsed = np.array([float(x) for x in literal[1:-1].split(",")], dtype=np.float32)
+    assert parsed.tolist() == np.asarray(values, dtype=np.float32).tolist()
     assert vector_literal([]) == "[]"
+
+
+def test_every_float32_survives_the_literal() -> None:
+    # A model's vector is float32: its literal must name each value exactly, whatever its
+    # magnitude (subnormals, the extremes and values whose shortest text is 9 digits).
+    rng = np.random.default_rng(5)
+    values = np.concatenate(
+        [
+            rng.standard_normal(4000).astype(np.float32) / 20,
+            np.array([1e-45, -1e-40, 3.4028235e38, -1.1754944e-38, 0.0], dtype=np.float32),
+            rng.integers(0, 2**31 - 1, 4000, dtype=np.int64).astype(np.uint32).view(np.float32),
+        ]
+    )
+    values = values[np.isfinite(values)]
+    literal = vector_literal(values.tolist())
+    parsed = np.array([float(x) for x in literal[1:-1].split(",")]).astype(np.float32)
+    assert parsed.tobytes() == values.tobytes()
 
 
 async def test_pgvector_reads_the_literal(app: FastAPI) -> None:
