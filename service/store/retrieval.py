@@ -260,6 +260,11 @@ SCOPE_N_SQL = (
 btree range per namespace (``per_namespace_sql``)."""
 
 
+# The goal's lexemes as a ranking statement's ``q.terms`` holds them (Postgres' english
+# configuration decides them; nothing in Python reproduces its stemmer).
+LEXEMES_SQL = "tsvector_to_array(to_tsvector('english', :qtext))"
+
+
 # One tsquery per goal lexeme (``q.terms``), quoted as tsquery input wants (quotes and
 # backslashes doubled; ``tsquery_term`` is its Python twin, for the probe); "\:A" is ":A"
 # (weight A, the name) past SQLAlchemy.
@@ -391,6 +396,21 @@ def probe_query(lexemes: list[str], common: dict[str, float], max_freq: float) -
     return " | ".join(parts)
 
 
+def probe_params(
+    lexemes: Sequence[str], common: dict[str, float], max_freq: float
+) -> dict[str, Any]:
+    """A wide scope's full-text parameters (``selective_hits_ctes``): ``:probe``
+    (``probe_query``) and the goal's common lexemes with their table-wide frequencies
+    (``:common_lexemes``, ``:common_freqs``): only the goal's, which are all ``split``
+    reads, not the table's hundreds (binding those took 0.9 ms of a call)."""
+    goal_common = sorted(lexeme for lexeme in set(lexemes) if lexeme in common)
+    return {
+        "probe": probe_query(list(lexemes), common, max_freq),
+        "common_lexemes": goal_common,
+        "common_freqs": [common[lexeme] for lexeme in goal_common],
+    }
+
+
 def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
     """The ranking statement for this scope and plan (see the module docstring).
 
@@ -406,8 +426,8 @@ def build_pack_sql(scope: Scope, plan: RankingPlan, *, narrow: bool) -> str:
     dated = ", m.valid_at" if plan.date_starts else ""
     if use_lex:
         ctes.append(
-            """q AS (
-            SELECT tsvector_to_array(to_tsvector('english', :qtext)) AS terms,
+            f"""q AS (
+            SELECT {LEXEMES_SQL} AS terms,
                    replace(plainto_tsquery('english', :qtext)::text, '&', '|')::tsquery AS tsq)"""
         )
     if narrow:
@@ -606,7 +626,7 @@ WIDE_RANDOM_PAGE_COST = 1.1
 """``random_page_cost`` of a wide scope's ranking (``use_indexes``)."""
 
 
-async def use_indexes(session: AsyncSession, ef_search: int) -> None:
+async def use_indexes(session: AsyncSession, ef_search: int, goal: str | None = None) -> list[str]:
     """For this transaction only: search wider than HNSW's default 40 and, on pgvector
     >= 0.8, keep scanning past rows the scope filter drops instead of returning fewer
     neighbours than exist (0.7 has no iterative scan and would reject the setting).
@@ -623,7 +643,9 @@ async def use_indexes(session: AsyncSession, ef_search: int) -> None:
     default 4.0 the planner ANDs the GIN hits with a bitmap of the whole namespace (tens of
     thousands of entries, 3-20 ms at a 57k-row scope) rather than reading the few hits and
     filtering them; the indexes of a wide scope are hot, so a random read is not 4 sequential
-    ones (EXPLAIN ANALYZE in docs/context.md, 'Big scopes')."""
+    ones (EXPLAIN ANALYZE in docs/context.md, 'Big scopes').
+
+    With ``goal``, returns its lexemes (``lexemes``), on one node in the same round trip."""
     if _engine_option(session, "ctxpack_citus"):
         # One round trip: three statements in one simple query (no parameters to bind).
         await session.execute(
@@ -633,21 +655,33 @@ async def use_indexes(session: AsyncSession, ef_search: int) -> None:
                 f"SET LOCAL random_page_cost = {float(WIDE_RANDOM_PAGE_COST)}"
             )
         )
-        return
-    await session.execute(
-        text(
-            """
-            SELECT set_config('hnsw.ef_search', :ef, true),
-                   set_config('plan_cache_mode', 'force_custom_plan', true),
-                   set_config('enable_seqscan', 'on', true),
-                   set_config('random_page_cost', :rpc, true),
-                   CASE WHEN string_to_array(extversion, '.')::int[] >= '{0,8}'
-                        THEN set_config('hnsw.iterative_scan', 'relaxed_order', true) END
-            FROM pg_extension WHERE extname = 'vector'
-            """
-        ),
-        {"ef": str(ef_search), "rpc": str(WIDE_RANDOM_PAGE_COST)},
-    )
+        return [] if goal is None else await lexemes(session, goal)
+    terms = LEXEMES_SQL if goal is not None else "NULL::text[]"
+    row = (
+        await session.execute(
+            text(
+                f"""
+                SELECT set_config('hnsw.ef_search', :ef, true),
+                       set_config('plan_cache_mode', 'force_custom_plan', true),
+                       set_config('enable_seqscan', 'on', true),
+                       set_config('random_page_cost', :rpc, true),
+                       CASE WHEN string_to_array(extversion, '.')::int[] >= '{{0,8}}'
+                            THEN set_config('hnsw.iterative_scan', 'relaxed_order', true) END,
+                       {terms}
+                FROM pg_extension WHERE extname = 'vector'
+                """
+            ),
+            {"ef": str(ef_search), "rpc": str(WIDE_RANDOM_PAGE_COST)}
+            | ({} if goal is None else {"qtext": goal}),
+        )
+    ).one()
+    return list(row[-1] or [])
+
+
+async def lexemes(session: AsyncSession, goal: str) -> list[str]:
+    """``goal``'s lexemes (``LEXEMES_SQL``)."""
+    result = await session.execute(text(f"SELECT {LEXEMES_SQL}"), {"qtext": goal})
+    return list(result.scalar_one() or [])
 
 
 # Each shard's row count and ``tsv`` statistics, read on its worker (as Citus's own
@@ -767,15 +801,9 @@ class RetrievalRepository:
             _COMMON_TERMS.put(key, terms)
         return terms
 
-    async def lexemes(self, query_text: str) -> list[str]:
-        """The goal's lexemes as the statement's ``q.terms`` holds them (Postgres' english
-        configuration decides them; nothing in Python reproduces its stemmer)."""
-        sql = text("SELECT tsvector_to_array(to_tsvector('english', :qtext))")
-        return list((await self.session.execute(sql, {"qtext": query_text})).scalar_one() or [])
-
-    async def use_indexes(self, ef_search: int) -> None:
+    async def use_indexes(self, ef_search: int, goal: str | None = None) -> list[str]:
         """``use_indexes`` (the module's) for this session's transaction."""
-        await use_indexes(self.session, ef_search)
+        return await use_indexes(self.session, ef_search, goal)
 
     async def rank(
         self,
@@ -821,17 +849,8 @@ class RetrievalRepository:
                 min_share=plan.min_lexical_share,
             )
             if not narrow:
-                if common_terms is None:
-                    common_terms = await self.common_terms(
-                        plan.common_term_freq, plan.common_term_min_rows
-                    )
-                common = sorted(common_terms.items())
-                lexemes = await self.lexemes(plan.query_text)
-                params["probe"] = probe_query(lexemes, common_terms, plan.common_term_freq)
                 params["scope_n"] = scope_rows
                 params["lex_cap"] = LEXICAL_HITS_CAP
-                params["common_lexemes"] = [lexeme for lexeme, _ in common]
-                params["common_freqs"] = [freq for _, freq in common]
         if not narrow:
             params.update({f"ns_{i}": ns for i, ns in enumerate(distinct(scope))})
         if plan.mode == "hybrid":
@@ -852,13 +871,23 @@ class RetrievalRepository:
         if narrow:
             result = await self.session.execute(text(sql), params)
         else:
+            lexical = plan.mode in ("hybrid", "lexical")
+            if lexical and common_terms is None:
+                common_terms = await self.common_terms(
+                    plan.common_term_freq, plan.common_term_min_rows
+                )
             # The index settings are transaction-local: on an autocommit session (the pack
-            # pool) the two statements get a transaction of their own.
+            # pool) the statements get a transaction of their own.
             explicit = _autocommit(self.session)
             if explicit:
                 await self.session.execute(text("BEGIN"))
             try:
-                await self.use_indexes(plan.hnsw_ef_search)
+                lexemes = await self.use_indexes(
+                    plan.hnsw_ef_search, plan.query_text if lexical else None
+                )
+                if lexical:
+                    assert common_terms is not None
+                    params.update(probe_params(lexemes, common_terms, plan.common_term_freq))
                 result = await self.session.execute(text(sql), params)
                 fetched = result.mappings().all()
             except BaseException:

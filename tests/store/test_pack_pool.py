@@ -66,9 +66,9 @@ async def test_wide_scope_pack(
     calls: list[int] = []
     use_indexes = RetrievalRepository.use_indexes
 
-    async def spy(self: RetrievalRepository, ef_search: int) -> None:
+    async def spy(self: RetrievalRepository, ef_search: int, goal: str | None = None) -> list[str]:
         calls.append(ef_search)
-        await use_indexes(self, ef_search)
+        return await use_indexes(self, ef_search, goal)
 
     monkeypatch.setattr(RetrievalRepository, "use_indexes", spy)
     settings = make_settings(pg_url)
