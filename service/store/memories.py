@@ -395,7 +395,7 @@ class MemoryRepository:
     async def near_duplicates(
         self,
         org_id: uuid.UUID,
-        probes: Sequence[tuple[int, str, str, str | None, str | None, list[float]]],
+        probes: Sequence[tuple[int, str, str, str | None, str | None, Sequence[float] | str]],
         threshold: float,
         limit: int,
         key_projects: Sequence[str] = (),
@@ -422,7 +422,7 @@ class MemoryRepository:
     async def _near_exact(
         self,
         org_id: uuid.UUID,
-        probes: Sequence[tuple[int, str, str, str | None, str | None, list[float]]],
+        probes: Sequence[tuple[int, str, str, str | None, str | None, Sequence[float] | str]],
         threshold: float,
         limit: int,
         key_projects: Sequence[str],
@@ -474,7 +474,7 @@ class MemoryRepository:
     async def _near_indexed(
         self,
         org_id: uuid.UUID,
-        probes: Sequence[tuple[int, str, str, str | None, str | None, list[float]]],
+        probes: Sequence[tuple[int, str, str, str | None, str | None, Sequence[float] | str]],
         threshold: float,
         limit: int,
         key_projects: Sequence[str],

@@ -8,7 +8,7 @@ import numpy as np
 from fastapi import FastAPI
 from sqlalchemy import text
 
-from service.store.vectors import vector_literal
+from service.store.vectors import vector_literal, vector_literals
 
 
 def test_a_literal_reads_back_as_the_float32_of_each_value() -> None:
@@ -46,3 +46,10 @@ async def test_pgvector_reads_the_literal(app: FastAPI) -> None:
             )
         ).one()
     assert (dims, norm) == (2, 5.0)
+
+
+def test_a_literal_already_written_is_kept() -> None:
+    # A batch writes each vector's literal once (vector_literals) for its probe and INSERT.
+    written = vector_literals([[0.5, -1.0], [0.25, 2.0]])
+    assert written == ["[0.5,-1]", "[0.25,2]"]
+    assert [vector_literal(w) for w in written] == written

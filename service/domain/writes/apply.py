@@ -23,7 +23,9 @@ stored, no secret) is tested over every path in tests/domain/writes/test_every_p
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -43,6 +45,7 @@ from service.embedding import AsyncEmbedder
 from service.errors import Conflict
 from service.schemas.memories import NearDuplicate
 from service.store.memories import MemoryRepository
+from service.store.vectors import vector_literals
 
 Outcome = tuple[str, uuid.UUID, list[NearDuplicate], uuid.UUID | None]
 
@@ -128,10 +131,13 @@ async def embed_and_probe(
     settings: Settings,
     caller: Caller,
     fresh: list[tuple[WriteItem, WritePlan]],
-) -> tuple[list[list[float]], dict[int, list[tuple[uuid.UUID, str, float]]]]:
+) -> tuple[list[str], dict[int, list[tuple[uuid.UUID, str, float]]]]:
     """One model call for the items to store (their plans' ``embed_text``), then their near
-    duplicates within the duplicate reach (``{index: [(id, name, cosine)]}``)."""
-    vectors = await embedder.embed_documents([p.embed_text or "" for _, p in fresh])
+    duplicates within the duplicate reach (``{index: [(id, name, cosine)]}``). The vectors
+    come back as their literals (``vector_literals``), which the probe and the INSERT both
+    bind."""
+    embedded = await embedder.embed_documents([p.embed_text or "" for _, p in fresh])
+    vectors = await asyncio.to_thread(vector_literals, embedded)
     near = await repo.near_duplicates(
         caller.org_id,
         [
@@ -270,6 +276,7 @@ async def store_plain(
     fresh: list[tuple[WriteItem, WritePlan]] = []
     repeats: dict[int, int] = {}  # item index -> index of the same content earlier in the batch
     near: dict[int, list[tuple[uuid.UUID, str, float]]]
+    vectors: Sequence[Sequence[float] | str]
     if len(accepted) == 1:
         # A single write: embed, then the exact and near duplicate checks in one round trip
         # (a duplicate's vector is wasted; a single write's latency is what matters).
