@@ -15,6 +15,8 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Text,
+    bindparam,
     delete,
     func,
     or_,
@@ -23,7 +25,7 @@ from sqlalchemy import (
     tuple_,
     update,
 )
-from sqlalchemy.dialects.postgresql import aggregate_order_by, insert
+from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -43,6 +45,17 @@ def subtree(column: Any, namespace: str) -> ColumnElement[bool]:
     """``column`` is ``namespace`` or lies under it (segment-wise; ``starts_with``, not LIKE,
     since ``_`` is legal in namespaces)."""
     return or_(column == namespace, func.starts_with(column, namespace + ":"))
+
+
+def pair_in(a: Any, b: Any, pairs: Sequence[tuple[str, str]], name: str) -> ColumnElement[bool]:
+    """``(a, b)`` is one of ``pairs``, bound as two text arrays (``:<name>_a``, ``:<name>_b``)
+    and unnested: one statement whatever the number of pairs, where an IN list of a
+    500-item batch's pairs was 1,000 parameters to compile and plan (30-40 ms a batch)."""
+    table = func.unnest(
+        bindparam(f"{name}_a", [p[0] for p in pairs], type_=ARRAY(Text)),
+        bindparam(f"{name}_b", [p[1] for p in pairs], type_=ARRAY(Text)),
+    ).table_valued("a", "b").render_derived()
+    return tuple_(a, b).in_(select(table.c.a, table.c.b))
 
 
 class LifecycleRepository:
@@ -251,9 +264,9 @@ class LifecycleRepository:
             return locked
         stmt = stmt.where(Memory.org_id == org_id)
         if keys is not None or named:
-            wanted = [tuple_(Memory.namespace, Memory.content_hash).in_(list(keys or []))]
+            wanted = [pair_in(Memory.namespace, Memory.content_hash, keys or [], "hash")]
             if named:
-                wanted.append(tuple_(Memory.namespace, Memory.key).in_(list(named)))
+                wanted.append(pair_in(Memory.namespace, Memory.key, named, "key"))
             stmt = stmt.where(or_(*wanted))
         # A write that names its copies waits for a holder (the expiry job, purging the same
         # row) instead of skipping the row: skipped, the copy was still there for the write's
