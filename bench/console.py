@@ -31,6 +31,7 @@ import httpx
 import numpy as np
 import psycopg
 
+from bench.seeding import settle
 from bench.stats import percentile
 from service.app import create_app
 from service.config import Settings
@@ -183,11 +184,7 @@ def seed(url: str, org_id: uuid.UUID, n: int) -> dict[str, Any]:
         )
         conn.commit()
         audited = time.perf_counter() - t2
-    # A store that has been running has been vacuumed by autovacuum (index-only scans need the
-    # visibility map); VACUUM cannot run in a transaction.
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        conn.execute("VACUUM (ANALYZE) memories")
-        conn.execute("VACUUM (ANALYZE) audit_events")
+    settle(libpq_url(url), ["memories", "audit_events"])
     return {"copy_s": round(seeded, 1), "hnsw_s": round(indexed, 1), "audit_s": round(audited, 1)}
 
 
@@ -276,9 +273,7 @@ def main() -> None:
         have = conn.execute("SELECT count(*) FROM memories WHERE org_id = %s", (org_id,)).fetchone()
     if have and have[0] >= args.memories:
         print(f"reusing the {have[0]} memories seeded before in {args.data_dir}", flush=True)
-        with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-            conn.execute("VACUUM (ANALYZE) memories")
-            conn.execute("VACUUM (ANALYZE) audit_events")
+        settle(libpq_url(url), ["memories", "audit_events"])
     else:
         print(f"seeding {args.memories} memories ...", flush=True)
         print("seed:", seed(url, org_id, args.memories), flush=True)

@@ -44,9 +44,10 @@ Bulk loads (the speed stores): each peer gets the rows its own write path writes
 (``PeerCopy``: LangGraph's ``store``/``store_vectors`` rows, mem0's id, vector and
 ``add(infer=False)`` payload), by COPY, carrying the vectors ctxpack computed for the same
 texts; one row per peer is read back through the peer's own API. For every bulk load, the
-HNSW and GIN indexes are dropped and built again afterwards from their own definitions
-(``deferred_indexes``), ctxpack's included. Every measured write and search, ctxpack's and
-the peers', goes through the normal path, the model and those indexes.
+HNSW and GIN indexes are dropped and built again afterwards from their own definitions, and
+the loaded tables vacuumed and analyzed before anything is timed (``deferred_indexes``,
+``settle``), ctxpack's included. Every measured write and search, ctxpack's and the peers',
+goes through the normal path, the model and those indexes.
 
 ``--big`` adds 1,000,000 memories over 10,000 users (``--big-size`` to smoke-test the path at
 less). Embedding a million texts alone takes about 43 minutes here, so at most ``--embed-max``

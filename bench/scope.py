@@ -9,8 +9,9 @@ cached in ``VECTORS``) plus a little noise, by COPY. LangGraph gets the very
 rows and vectors (``PeerCopy``), keyed by ctxpack's memory id. Both are asked LoCoMo's
 questions at that namespace, one call at a time: ctxpack over HTTP with its default
 retrieval (hybrid), as the other speed rows; LangGraph in process, ``store.search`` with the
-same k. For each bulk load the HNSW and GIN indexes are dropped and built again
-(``deferred_indexes``), as for the speed sizes.
+same k. For each bulk load the HNSW and GIN indexes are dropped and built again, and the
+loaded tables vacuumed and analyzed before the scope is timed (``deferred_indexes``), as for
+the speed sizes.
 """
 
 from __future__ import annotations
@@ -81,11 +82,14 @@ def measure_scopes(
         entry: dict[str, Any] = {"n": n, "namespace": ns, "seed": seeded}
         if lg_peer is not None:
             sink = PeerCopy(lg_peer)
-            with deferred_indexes(lg_peer.url, ["store", "store_vectors"], {}):
+            built: dict[str, float] = {}
+            settled: dict[str, float] = {}
+            with deferred_indexes(lg_peer.url, ["store", "store_vectors"], built, settled=settled):
                 for rows in namespace_rows(ctx_url, ns):
                     sink(rows)
             sink.check()
             sink.close()
+            entry["peer_seed"] = {"index_build_s": built, "settle_s": settled}
         jobs = [questions[i % len(questions)] for i in range(args.requests + 10)]
         hits: list[int] = []
 

@@ -53,6 +53,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from bench.seeding import settle
 from bench.stats import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -357,8 +358,7 @@ def seed_background(
     with psycopg.connect(database_url) as conn:
         copy_memories(conn, columns, rows())
         conn.commit()
-        conn.autocommit = True
-        conn.execute("VACUUM ANALYZE memories")
+    settle(database_url, ["memories"])
     return time.perf_counter() - started
 
 

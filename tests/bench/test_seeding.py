@@ -1,13 +1,21 @@
 """bench/seeding.py: the vectors of memories past the embedding budget are reused from
-embedded ones, with their own ticket (so every text stays distinct) and noise."""
+embedded ones, with their own ticket (so every text stays distinct) and noise; a bulk load
+ends with its indexes built again and its tables vacuumed and analyzed, on a real database."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+
 import numpy as np
+import psycopg
 import pytest
+from psycopg import sql
 
 from bench.corpus import corpus_for
-from bench.seeding import VectorPool, seed_method, ticket_number
+from bench.seeding import VectorPool, deferred_indexes, seed_method, ticket_number
+from service.store.database import libpq_url
 
 LOCOMO = ["Melanie: We went camping in the mountains last weekend with the kids."]
 
@@ -60,3 +68,90 @@ def test_seed_method_says_what_was_reused() -> None:
     pool = VectorPool(limit=10)
     assert seed_method(10, 0, pool).startswith("embedded")
     assert seed_method(10, 90, pool).startswith("reused vectors: 10 memories embedded")
+
+
+# -------------------------------------------------------------------------- bulk loads
+
+
+@pytest.fixture
+def loaded_table(pg_url: str) -> Iterator[tuple[str, str]]:
+    """A table of its own in the test database, with a GIN index for the load to defer (the
+    shared tables' indexes stay put while other tests use them)."""
+    url = libpq_url(pg_url)
+    table = f"bench_load_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE TABLE {} (id int, body tsvector)").format(sql.Identifier(table))
+        )
+        conn.execute(
+            sql.SQL("CREATE INDEX {} ON {} USING gin (body)").format(
+                sql.Identifier(f"{table}_body"), sql.Identifier(table)
+            )
+        )
+    yield url, table
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP TABLE {}").format(sql.Identifier(table)))
+
+
+def _indexes(url: str, table: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s", (table,))
+        return [name for (name,) in rows]
+
+
+def _maintained(url: str, table: str) -> tuple[datetime | None, datetime | None]:
+    """The table's last manual VACUUM and ANALYZE (autovacuum's are counted apart)."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT last_vacuum, last_analyze FROM pg_stat_user_tables WHERE relname = %s",
+            (table,),
+        ).fetchone()
+    assert row is not None
+    return row[0], row[1]
+
+
+def _load(url: str, table: str, rows: int) -> None:
+    with psycopg.connect(url) as conn:
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} SELECT g, to_tsvector('simple', 'row ' || g) "
+                "FROM generate_series(1, %s) g"
+            ).format(sql.Identifier(table)),
+            (rows,),
+        )
+
+
+def test_a_bulk_load_ends_with_its_indexes_built_and_its_tables_settled(
+    loaded_table: tuple[str, str],
+) -> None:
+    url, table = loaded_table
+    built: dict[str, float] = {}
+    settled: dict[str, float] = {}
+    with deferred_indexes(url, [table], built, settled=settled):
+        assert _indexes(url, table) == []
+        _load(url, table, 5000)
+        assert _maintained(url, table) == (None, None)
+    assert _indexes(url, table) == [f"{table}_body"]
+    assert set(built) == {f"{table}_body"}
+    last_vacuum, last_analyze = _maintained(url, table)
+    assert last_vacuum is not None
+    assert last_analyze is not None
+    assert set(settled) == {table}
+
+
+def test_a_failed_bulk_load_gets_its_indexes_back_but_is_not_settled(
+    loaded_table: tuple[str, str],
+) -> None:
+    url, table = loaded_table
+    settled: dict[str, float] = {}
+
+    def broken_load() -> None:
+        with deferred_indexes(url, [table], {}, settled=settled):
+            _load(url, table, 100)
+            raise RuntimeError("the load broke")
+
+    with pytest.raises(RuntimeError, match="the load broke"):
+        broken_load()
+    assert _indexes(url, table) == [f"{table}_body"]
+    assert _maintained(url, table) == (None, None)
+    assert settled == {}
