@@ -131,6 +131,11 @@ def fmt(v: Any, nd: int = 1) -> str:
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
+def seconds_each(timed: dict[str, float]) -> str:
+    """Seconds by name (index builds, settled tables) as ``ix_memories_tsv 1.2 s, ...``."""
+    return ", ".join(f"{k} {v} s" for k, v in timed.items())
+
+
 def render_tables(res: dict[str, Any]) -> str:
     """The results as plain-text tables (also used by tools/readme_results.py as Markdown)."""
     return "\n".join(markdown_tables(res))
@@ -235,15 +240,23 @@ def markdown_tables(res: dict[str, Any]) -> list[str]:
                 "at this size: the batch and single write rows above."
                 + (
                     f" Its HNSW and GIN indexes were dropped for the load and built again from "
-                    f"their own definitions ({', '.join(f'{k} {v} s' for k, v in builds.items())})."
+                    f"their own definitions ({seconds_each(builds)})."
                     if builds
                     else ""
                 )
                 + (
                     f" The peers got the same rows and vectors in the same pass "
                     f"({fmt(ps.get('seconds'))} s of their writes), their vector and text indexes "
-                    f"rebuilt likewise ({', '.join(f'{k} {v} s' for k, v in (ps.get('index_build_s') or {}).items())})."
+                    f"rebuilt likewise ({seconds_each(ps.get('index_build_s') or {})})."
                     if ps
+                    else ""
+                )
+                + (
+                    " Then the loaded tables were vacuumed and analyzed before anything was "
+                    f"timed (VACUUM (ANALYZE): {seconds_each(seed.get('settle_s') or {})}"
+                    + (f"; the peers' {seconds_each(ps['settle_s'])}" if ps.get("settle_s") else "")
+                    + ")."
+                    if seed.get("settle_s")
                     else ""
                 )
             )
