@@ -166,7 +166,13 @@ async def _background(
     app: FastAPI, attr: str, name: str, job: Coroutine[Any, Any, None] | None
 ) -> AsyncIterator[None]:
     """Run ``job`` as a background task while the app is up (``app.state.<attr>``; None when
-    the job is switched off), and cancel it at shutdown."""
+    the job is switched off), and cancel it at shutdown.
+
+    Shutdown waits ``JOB_STOP_SECONDS`` at most for the job to stop: a job caught in a
+    statement that does not end at its cancel (the index job's CREATE INDEX CONCURRENTLY
+    waits for every older transaction) must not hold the process up; it is logged and left.
+    ``asyncio.wait`` also lets a cancel of the shutdown itself through, which awaiting the
+    task under ``suppress(CancelledError)`` swallowed."""
     setattr(app.state, attr, None)
     if job is None:
         yield
@@ -178,8 +184,15 @@ async def _background(
     finally:
         setattr(app.state, attr, None)
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        done, _ = await asyncio.wait({task}, timeout=JOB_STOP_SECONDS)
+        if not done:
+            log.warning("background_job_not_stopped", extra={"job": name})
+        elif not task.cancelled() and task.exception() is not None:
+            log.error("background_job_failed", exc_info=task.exception(), extra={"job": name})
+
+
+# How long shutdown waits for a cancelled background job (``_background``).
+JOB_STOP_SECONDS = 10.0
 
 
 def _retention_job(

@@ -30,10 +30,12 @@ class TtlLru(Generic[K, V]):
         self._entries.move_to_end(key)
         return value
 
-    def put(self, key: K, value: V) -> None:
+    def put(self, key: K, value: V, ttl: float | None = None) -> None:
+        """Keep ``value`` for ``ttl`` seconds (default: the cache's), at most the cache's."""
         if self.ttl <= 0:
             return
-        self._entries[key] = (time.monotonic() + self.ttl, value)
+        kept = self.ttl if ttl is None else min(ttl, self.ttl)
+        self._entries[key] = (time.monotonic() + kept, value)
         self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)

@@ -5,9 +5,13 @@ and closes them, and loads the embedder's batch lane before it is ready; a body 
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
+import pytest
 from fastapi import FastAPI
 
+from service import app as app_module
 from service.app import create_app, state_of
 from service.embedding.fake import FakeEmbedder
 from tests.conftest import make_settings
@@ -59,3 +63,45 @@ async def test_the_server_is_ready_once_its_batch_lane_is_loaded(pg_url: str) ->
     app = create_app(make_settings(pg_url), embedder=embedder, database_url=pg_url)
     async with app.router.lifespan_context(app):
         assert embedder.lane_asks == [True]
+
+
+async def test_shutdown_leaves_a_job_that_does_not_stop_behind(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A background job stuck past its cancel (a statement that outlives it) must not hold
+    # the process's shutdown: it waits JOB_STOP_SECONDS, logs the job and goes on.
+    monkeypatch.setattr(app_module, "JOB_STOP_SECONDS", 0.2)
+    release = asyncio.Event()
+
+    async def stubborn() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            await release.wait()  # ignores its cancel until released
+
+    app = FastAPI()
+    async with app_module._background(app, "stubborn_task", "stubborn", stubborn()):
+        task = app.state.stubborn_task
+        await asyncio.sleep(0)
+    assert app.state.stubborn_task is None
+    assert not task.done()
+    assert any(r.getMessage() == "background_job_not_stopped" for r in caplog.records)
+    release.set()
+    await task
+
+
+async def test_shutdown_waits_for_a_job_that_stops() -> None:
+    stopped: list[bool] = []
+
+    async def polite() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            stopped.append(True)
+            raise
+
+    app = FastAPI()
+    async with app_module._background(app, "polite_task", "polite", polite()):
+        task = app.state.polite_task
+        await asyncio.sleep(0)
+    assert task.cancelled() and stopped == [True]

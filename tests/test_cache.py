@@ -55,3 +55,13 @@ def test_no_ttl_keeps_nothing_and_entries_can_be_dropped(clock: Clock) -> None:
     assert lru.get("a") is None and lru.get("b") == 2
     lru.clear()
     assert len(lru) == 0
+
+
+def test_an_entry_may_be_kept_for_less_than_the_ttl(clock: Clock) -> None:
+    lru: TtlLru[str, int] = TtlLru(ttl_seconds=60, max_entries=10)
+    lru.put("short", 1, ttl=10)
+    lru.put("capped", 2, ttl=600)  # never longer than the cache's own TTL
+    clock.now += 10.001
+    assert lru.get("short") is None and lru.get("capped") == 2
+    clock.now += 50
+    assert lru.get("capped") is None
