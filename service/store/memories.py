@@ -514,7 +514,7 @@ class MemoryRepository:
         project: str | None,
         agent_id: str | None,
         content_hash: str,
-        vector: list[float],
+        vector: Sequence[float] | str,
         threshold: float,
         limit: int,
         key_projects: Sequence[str] = (),
@@ -601,12 +601,12 @@ class MemoryRepository:
         """
         shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         for row in rows:
-            shapes.setdefault(tuple(c for c in ROW_ARRAYS if c in row), []).append(row)
+            shape = tuple(c for c in ROW_ARRAYS if c in row)
+            if len(shape) != len(row):
+                raise ValueError(f"not a memories column: {sorted(set(row) - set(shape))}")
+            shapes.setdefault(shape, []).append(row)
         out: list[tuple[uuid.UUID, ContentKey]] = []
         for columns, group in shapes.items():
-            if len(columns) != len(group[0]):
-                unknown = sorted(set(group[0]) - set(columns))
-                raise ValueError(f"not a memories column: {unknown}")
             params = {c: [ROW_ARRAYS[c].convert(row[c]) for row in group] for c in columns}
             result = await self.session.execute(text(insert_rows_sql(columns, skip)), params)
             out += [(mid, (ns, pr, ag, h)) for mid, ns, pr, ag, h in result.all()]

@@ -5,8 +5,9 @@ pgvector stores float32, so each value is rounded to float32 first (as pgvector'
 would round it) and written with 9 significant digits, which read back as exactly that
 float32: the database sees the vector the model returned (the model computes in float32).
 One ``%`` format per dimension count writes a whole vector in one call, 2.7x faster than
-``repr`` per float (whose shortest text of a float32 held in a double runs to 17 digits):
-a 500-item batch writes 500 vectors for its duplicate probe and 500 for its INSERT.
+``repr`` per float (whose shortest text of a float32 held in a double runs to 17 digits). A
+write binds its vectors twice (its duplicate probe, its INSERT): it writes them once
+(``vector_literals``) and passes the literals, which ``vector_literal`` keeps as they are.
 """
 
 from __future__ import annotations

@@ -131,3 +131,13 @@ async def test_duplicates_are_skipped_within_one_call_and_against_the_store(
         )
         assert list(later.values()) == [other["id"]]
         await session.rollback()
+
+
+async def test_a_key_that_is_no_column_is_refused_in_any_row(app: FastAPI, key: Key) -> None:
+    # The second row shares the first's columns but carries one more: it is refused too,
+    # not written without it.
+    async with app.state.ctx.sessionmaker() as session:
+        with pytest.raises(ValueError, match="colour"):
+            await MemoryRepository(session).insert_rows(
+                [_row(key, 9), _row(key, 10, colour="red")], skip=None
+            )

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -276,13 +275,12 @@ async def store_plain(
     fresh: list[tuple[WriteItem, WritePlan]] = []
     repeats: dict[int, int] = {}  # item index -> index of the same content earlier in the batch
     near: dict[int, list[tuple[uuid.UUID, str, float]]]
-    vectors: Sequence[Sequence[float] | str]
     if len(accepted) == 1:
         # A single write: embed, then the exact and near duplicate checks in one round trip
         # (a duplicate's vector is wasted; a single write's latency is what matters).
         item = accepted[0]
         req = item.request
-        vectors = await embedder.embed_documents([embed_text(item)])
+        vectors = vector_literals(await embedder.embed_documents([embed_text(item)]))
         exact, close = await repo.probe_one(
             caller.org_id,
             req.namespace,
