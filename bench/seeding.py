@@ -329,11 +329,12 @@ def deferred_indexes(
 
 def settle(db_url: str, tables: Sequence[str], settled: dict[str, float] | None = None) -> None:
     """``VACUUM (ANALYZE)`` each of ``tables``: the work autovacuum would do on a bulk load's
-    fresh rows in its own time, done before anything is timed. Timed while autovacuum was
-    still at it, a 100k-memory scope answered context in 108.9 ms p50 against 40-52 ms once
-    settled: the autovacuum worker takes a core, and until a vacuum has run, reads set the
-    hint bits of the fresh pages and index-only scans visit the heap (no visibility map), on
-    top of stale planner statistics. A peer's loaded tables are settled the same way, so the
+    fresh rows in its own time, done before anything is timed: otherwise the autovacuum worker
+    may take a core during a measurement, and until a vacuum has run, reads set the hint bits
+    of the fresh pages and index-only scans visit the heap (no visibility map), on top of
+    stale planner statistics. (The scope table's slow 100k row, 108.9 and 140.4 ms p50, was
+    first laid to this; its cause was the server's cached common lexemes, see
+    store/retrieval.py ``NO_COMMON_TERMS_TTL``.) A peer's loaded tables are settled the same way, so the
     comparison stays fair. VACUUM cannot run in a transaction, hence autocommit; on a Citus
     coordinator it reaches the shards of a distributed table. Seconds per table go to
     ``settled`` and to the log."""
