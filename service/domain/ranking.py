@@ -166,7 +166,10 @@ def build_plan(inputs: PlanInputs, settings: Settings) -> RankingPlan:
         recency_days=RECENCY_DAYS,
         graph_decay=GRAPH_DECAY if (deep and inputs.include_related) else None,
         related_limit=inputs.related_limit if (inputs.include_related and not wake) else 0,
-        hnsw_ef_search=max(settings.hnsw_ef_search, candidates),
+        hnsw_ef_search=max(
+            settings.hnsw_ef_search if inputs.mode == "vector" else settings.hnsw_hybrid_ef_search,
+            candidates,
+        ),
         common_term_freq=COMMON_TERM_FREQ,
         common_term_min_rows=COMMON_TERM_MIN_ROWS,
         relative_gate=RELATIVE_GATE,

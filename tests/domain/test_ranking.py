@@ -17,11 +17,14 @@ from service.domain.ranking import (
     matched_phrases,
     type_priors,
 )
+from service.store.retrieval import Mode
 
 
-def _inputs(layer: str, *, limit: int = 10, include_related: bool = True) -> PlanInputs:
+def _inputs(
+    layer: str, *, limit: int = 10, include_related: bool = True, mode: Mode = "hybrid"
+) -> PlanInputs:
     return PlanInputs(
-        mode="hybrid",
+        mode=mode,
         layer=layer,
         intent="build",
         query="rotate the refresh tokens",
@@ -62,6 +65,15 @@ def test_wake_is_stable_recall_has_related_deep_has_more_candidates(settings: Se
     assert recall.relevance_floor == settings.relevance_floor
     no_related = build_plan(_inputs("deep_search", include_related=False), settings)
     assert no_related.graph_decay is None and no_related.related_limit == 0
+
+
+def test_hnsw_searches_wider_when_the_vector_side_decides_alone() -> None:
+    settings = Settings(hnsw_ef_search=210, hnsw_hybrid_ef_search=110)
+    assert build_plan(_inputs("recall", mode="vector"), settings).hnsw_ef_search == 210
+    assert build_plan(_inputs("recall"), settings).hnsw_ef_search == 110
+    # never below the candidates the HNSW branches must return
+    deep = build_plan(_inputs("deep_search", limit=40), settings)
+    assert deep.hnsw_ef_search == deep.candidates > 110
 
 
 def test_matched_phrases_join_adjacent_words() -> None:
