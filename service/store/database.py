@@ -216,7 +216,26 @@ def create_engine(
         **extra,
     )
     _ping_when_idle(engine.sync_engine.pool)
+    _convert_long_statements_once()
     return engine
+
+
+# psycopg turns a statement's ``%(name)s`` placeholders into ``$n`` and keeps the result per
+# statement text, but only for texts up to 4 kB (``psycopg._queries``): a context pack's
+# ranking statement (6-7 kB) was converted anew on every call, 0.4 ms of Python on the event
+# loop. Its texts are few (one per scope shape and plan), so they are kept too.
+CONVERTED_STATEMENT_MAX_CHARS = 32_768
+
+
+def _convert_long_statements_once() -> None:
+    """Raise psycopg's limit on the statement texts whose conversion it keeps (a module
+    setting of ``psycopg._queries``; left alone if a psycopg release renames it, which
+    tests/store/test_database.py notices)."""
+    from psycopg import _queries
+
+    current = getattr(_queries, "MAX_CACHED_STATEMENT_LENGTH", None)
+    if isinstance(current, int) and current < CONVERTED_STATEMENT_MAX_CHARS:
+        _queries.MAX_CACHED_STATEMENT_LENGTH = CONVERTED_STATEMENT_MAX_CHARS
 
 
 # Marks the engines whose connections autocommit (read by the wide ranking path).

@@ -34,7 +34,6 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.store.retrieval import (
@@ -46,6 +45,7 @@ from service.store.retrieval import (
     memory_fields,
     scope_params,
     scope_rows_sql,
+    statement,
 )
 from service.store.vectors import vector_literal
 
@@ -308,7 +308,7 @@ class WakeRepository:
                 )
             if goal.mode == "hybrid":
                 params["vw"] = goal.vector_weight
-        result = await self.session.execute(text(build_wake_sql(scope, plan)), params)
+        result = await self.session.execute(statement(build_wake_sql(scope, plan)), params)
         rows: list[WakeRow] = []
         in_scope = qualified = matched = 0
         for r in result.mappings().all():

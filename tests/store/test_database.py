@@ -77,6 +77,27 @@ async def test_pack_pool_uses_generic_plans(pg_url: str, settings: Settings) -> 
         await engine.dispose()
 
 
+async def test_a_long_statement_is_converted_once(pg_url: str, settings: Settings) -> None:
+    """psycopg keeps a statement text's converted placeholders only up to a length; a
+    ranking statement (6-7 kB) is longer than its default, so ``create_engine`` raises it.
+    Fails if a psycopg release stops reading the setting."""
+    from psycopg import _queries
+
+    engine = create_engine(pg_url, settings, generic_plans=True)
+    padding = " ".join(f"/* {n:04d} */" for n in range(800))  # about 10 kB
+    sql = f"SELECT CAST(:a AS int) + CAST(:b AS int) {padding}"
+    assert len(sql) > 8_000
+    try:
+        async with engine.connect() as conn:
+            first = (await conn.execute(text(sql), {"a": 1, "b": 2})).scalar_one()
+            hits = _queries._query2pg.cache_info().hits
+            again = (await conn.execute(text(sql), {"a": 3, "b": 4})).scalar_one()
+        assert (first, again) == (3, 7)
+        assert _queries._query2pg.cache_info().hits == hits + 1
+    finally:
+        await engine.dispose()
+
+
 # A process that starts (or attaches to) the embedded server of ROOT with MB of
 # shared_buffers, prints the server's value, and stays attached until its stdin closes.
 _ATTACH = """
