@@ -113,11 +113,22 @@ def measured_writes_line(size: dict[str, Any]) -> list[str]:
         "duplicates (listed, not refused)."
     )
     if batch.get("embedder"):
+        pace = batch["embedder"]
         line += (
             f" The embedder alone (the server's, in the bench's process) embedded exactly the "
-            f"{batch['embedder']['texts']:,} texts the batch stored, in its batches, in "
-            f"{fmt(batch['embedder']['seconds'])} s."
+            f"{pace['texts']:,} texts the batch stored, in its batches, in "
+            f"{fmt(pace['seconds'])} s"
         )
+        if pace.get("interleaved"):
+            line += ", each batch of the service followed by the embedder on its texts"
+            spread = pace.get("of_embedder_per_batch")
+            if spread:
+                low, mid, high = spread
+                line += (
+                    f" (batch write ÷ embedder alone per batch: lowest {fmt(low, 2)}, "
+                    f"median {fmt(mid, 2)}, highest {fmt(high, 2)})"
+                )
+        line += "."
     return [line]
 
 

@@ -24,8 +24,8 @@ from typing import Any
 from bench.corpus import user_ns
 from bench.harness import log, post_batch, progress
 from bench.measured_writes import (
+    InterleavedPace,
     against_embedder,
-    embedder_pace,
     stored_embed_texts,
     write_figure,
 )
@@ -44,14 +44,17 @@ def ctxpack_seed(
     """Write ``items`` through /v1/remember/batch, 500 a request. The figure counts each
     status and gives ``per_s`` only when every item was stored (``write_figure``). With an
     ``embedder``, and every item stored, the embedder's own pace on exactly the texts the
-    service embedded sits beside it (``against_embedder``)."""
+    service embedded sits beside it (``against_embedder``), measured turn about with the
+    service's batches (``InterleavedPace``); the batch's rate counts its requests' seconds
+    only."""
     bar = progress(len(items), desc)
     counts: Counter[str] = Counter()
     near = 0
-    answers: list[dict[str, Any]] = []
-    t0 = time.perf_counter()
+    pace = InterleavedPace(embedder, BATCH) if embedder is not None else None
+    write_seconds = 0.0
     for i in range(0, len(items), BATCH):
         chunk = items[i : i + BATCH]
+        t0 = time.perf_counter()
         res = post_batch(
             client,
             [
@@ -59,16 +62,18 @@ def ctxpack_seed(
                 for ns, iid, typ, text in chunk
             ],
         )
+        took = time.perf_counter() - t0
+        write_seconds += took
         counts.update(r["status"] for r in res["items"])
         near += sum(bool(r.get("near_duplicates")) for r in res["items"])
-        if embedder is not None:
-            answers += [{**r, "index": i + int(r["index"])} for r in res["items"]]
+        if pace is not None:
+            texts = stored_embed_texts(client, [text for *_, text in chunk], res["items"])
+            pace.add(texts, took)
         bar.update(len(chunk))
     bar.close()
-    figure = write_figure(counts, len(items), time.perf_counter() - t0, near)
-    if embedder is not None and "per_s" in figure:
-        texts = stored_embed_texts(client, [text for *_, text in items], answers)
-        against_embedder(figure, embedder_pace(embedder, texts, BATCH))
+    figure = write_figure(counts, len(items), write_seconds, near)
+    if pace is not None and "per_s" in figure:
+        against_embedder(figure, pace.result())
     return figure
 
 

@@ -39,9 +39,11 @@ _PLAIN = re.compile(r"[\x21-\x7e]+")
 # mark alone (every printable ASCII mark is one token of the vocabulary).
 _PIECES = re.compile(r"[a-z0-9]+|[!-/:-@\[-`{-~]")
 CHUNK_CACHE_SIZE = 100_000
+# Longer chunks are counted every time, never kept: the cache holds at most
+# CHUNK_CACHE_SIZE x CACHED_CHUNK_MAX_CHARS characters whatever callers send.
+CACHED_CHUNK_MAX_CHARS = 64
 
 
-@lru_cache(maxsize=CHUNK_CACHE_SIZE)
 def _chunk_tokens(chunk: str) -> int:
     """Tokens of one chunk (no space, tab or line break in it)."""
     tok = load_tokenizer()
@@ -50,16 +52,24 @@ def _chunk_tokens(chunk: str) -> int:
     return sum(len(tok.model.tokenize(word)) for word in _PIECES.findall(chunk.lower()))
 
 
+_cached_chunk_tokens = lru_cache(maxsize=CHUNK_CACHE_SIZE)(_chunk_tokens)
+
+
 def count_tokens(text: str) -> int:
     """Tokens ``text`` takes for MiniLM's tokenizer, special tokens excluded.
 
-    Counted chunk by chunk (``_CHUNKS``), each chunk's count cached: the whole tokenizer
+    Counted chunk by chunk (``_CHUNKS``), a short chunk's count cached: the whole tokenizer
     took 3-4 ms for a 24-item pack's markdown (4 kB), nearly all of it in its normalizer and
     pre-tokenizer, while a pack's words recur from call to call. A printable-ASCII chunk is
     split as the pre-tokenizer would and its words given to WordPiece; any other chunk
     (accents, CJK, symbols) goes through the whole tokenizer. The count is the tokenizer's
     own (tests/embedding/test_token_count.py)."""
-    return sum(map(_chunk_tokens, _CHUNKS.findall(text)))
+    return sum(
+        _cached_chunk_tokens(chunk)
+        if len(chunk) <= CACHED_CHUNK_MAX_CHARS
+        else _chunk_tokens(chunk)
+        for chunk in _CHUNKS.findall(text)
+    )
 
 
 class MiniLMEmbedder:

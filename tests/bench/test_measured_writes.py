@@ -6,6 +6,7 @@ from __future__ import annotations
 import httpx
 
 from bench.measured_writes import (
+    InterleavedPace,
     against_embedder,
     embedder_pace,
     invalid_reason,
@@ -16,6 +17,23 @@ from bench.measured_writes import (
 from service.domain.writes.prepare import derive_name, document_text
 from tests.bench.conftest import Recording
 from tests.conftest import KeyFactory
+
+
+def test_the_interleaved_pace_times_each_batchs_texts_after_it() -> None:
+    embedder = Recording()
+    pace = InterleavedPace(embedder, batch=5)
+    pace.add([], 1.0)  # a batch that stored nothing: no call, no turn
+    pace.add([f"a {i}" for i in range(7)], 1e-6)
+    pace.add([f"b {i}" for i in range(3)], 1e-6)
+    # one untimed warm-up call before the first timed one, then each turn in its batches
+    assert [len(c) for c in embedder.calls] == [7, 5, 2, 3]
+    assert embedder.calls[1][0] == "a 0" and embedder.calls[3] == ["b 0", "b 1", "b 2"]
+    out = pace.result()
+    assert out["texts"] == 10 and out["interleaved"] is True
+    assert out["per_s"] == round(10 / pace.seconds, 1)
+    low, mid, high = out["of_embedder_per_batch"]
+    assert 0 < low <= mid <= high
+    assert InterleavedPace(embedder, batch=5).result()["per_s"] is None
 
 
 def test_a_figure_needs_every_item_stored() -> None:

@@ -121,3 +121,21 @@ def test_a_valid_batch_sits_beside_the_embedders_pace_on_its_texts() -> None:
     assert "| batch write ÷ embedder alone | 0.62 | – | – | – | – | ≥ 0.8 |" in text
     assert "the batch stored 1,000 of 1,000 and the single writes 105; 3 of the batch" in text
     assert "embedded exactly the 1,000 texts the batch stored, in its batches, in 2.5 s." in text
+
+
+def test_an_interleaved_pace_says_so_with_its_spread() -> None:
+    batch = {"sent": 1_000, "stored": 1_000, "created": 1_000, "with_near_duplicates": 0}
+    batch |= {"seconds": 4.0, "per_s": 250.0, "of_embedder": 0.83}
+    batch["embedder"] = {
+        "texts": 1_000,
+        "seconds": 3.3,
+        "per_s": 303.0,
+        "interleaved": True,
+        "of_embedder_per_batch": [0.71, 0.84, 0.9],
+    }
+    ctx = dict(SIZE["ctxpack"], remember_batch=batch, remember_single={"stored": 105})
+    text = "\n".join(markdown_tables({"speed": {"sizes": [dict(SIZE, ctxpack=ctx)]}}))
+    assert (
+        "in its batches, in 3.3 s, each batch of the service followed by the embedder on its "
+        "texts (batch write ÷ embedder alone per batch: lowest 0.71, median 0.84, highest 0.90)."
+    ) in text

@@ -105,3 +105,14 @@ def test_real_memories_and_packs_of_them_count_as_the_tokenizer_does() -> None:
 def test_a_repeated_count_is_the_same() -> None:
     text = "The deploy failed twice; retry with --force, then check café logs → ok."
     assert minilm.count_tokens(text) == minilm.count_tokens(text) == reference(text)
+
+
+def test_only_short_chunks_are_kept() -> None:
+    """What callers send cannot grow the cache past its bound: a chunk longer than
+    ``CACHED_CHUNK_MAX_CHARS`` is counted, not kept."""
+    long_chunk = "x" * 10 + "é" * (minilm.CACHED_CHUNK_MAX_CHARS * 4)
+    before = minilm._cached_chunk_tokens.cache_info().currsize
+    assert minilm.count_tokens(long_chunk) == reference(long_chunk)
+    assert minilm._cached_chunk_tokens.cache_info().currsize == before
+    minilm.count_tokens("a-short-chunk-never-counted-before-in-this-process")
+    assert minilm._cached_chunk_tokens.cache_info().currsize == before + 1
