@@ -14,7 +14,7 @@ from service.domain import ranking
 from service.embedding.fake import FakeEmbedder
 from service.store import namespace_indexes
 from service.store.namespace_indexes import TEXT, VECTOR, index_name
-from service.store.retrieval import RetrievalRepository, Scope
+from service.store.retrieval import RankingPlan, RetrievalRepository, Scope
 from tests.conftest import Key, Seeder
 
 GOAL = "blue green deploy pipeline health checks"
@@ -106,6 +106,24 @@ async def test_a_build_that_failed_half_way_is_built_again(
     assert await _indexed(app, key.org_id, ["ops"]) == {"ops"}
 
 
+def _plan(app: FastAPI) -> RankingPlan:
+    """The hybrid recall plan of ``GOAL``."""
+    return ranking.build_plan(
+        ranking.PlanInputs(
+            mode="hybrid",
+            layer="recall",
+            intent="general",
+            query=GOAL,
+            query_vector=FakeEmbedder().embed_query(GOAL),
+            limit=10,
+            domain=None,
+            include_related=False,
+            related_limit=0,
+        ),
+        app.state.ctx.settings,
+    )
+
+
 async def _wide_plan(app: FastAPI, scope: Scope) -> str:
     """EXPLAIN of the hybrid ranking statement ``rank`` runs for ``scope``, sequential scans
     priced out (the indexes it can read are named in it; on Citus, the worker's plan with
@@ -128,21 +146,7 @@ async def _wide_plan(app: FastAPI, scope: Scope) -> str:
 
         session.execute = explaining  # type: ignore[method-assign]
         repo = RetrievalRepository(session)
-        plan = ranking.build_plan(
-            ranking.PlanInputs(
-                mode="hybrid",
-                layer="recall",
-                intent="general",
-                query=GOAL,
-                query_vector=FakeEmbedder().embed_query(GOAL),
-                limit=10,
-                domain=None,
-                include_related=False,
-                related_limit=0,
-            ),
-            app.state.ctx.settings,
-        )
-        await repo.rank(scope, plan, await repo.scope_size(scope, 10_001))
+        await repo.rank(scope, _plan(app), await repo.scope_size(scope, 10_001))
         await session.rollback()
     assert len(plans) == 1
     return plans[0]
@@ -162,6 +166,44 @@ async def test_a_wide_pack_reads_each_namespace_through_its_own_indexes(
     assert index_name(key.org_id, "bob", VECTOR) in plan
     assert index_name(key.org_id, "bob:s1", VECTOR) not in plan
     assert "ix_memories_embedding_hnsw" not in plan
+
+
+async def test_a_scope_whose_namespaces_all_have_indexes_is_planned_once(
+    app: FastAPI, key: Key, seed: Seeder, on_citus: bool
+) -> None:
+    """With its org and namespaces written into the text, the wide statement's plan is made
+    once and kept with the prepared statement (the pack pool plans generically), and it
+    ranks what the statement planned for the call's values ranks. On Citus, whose router
+    needs every statement planned for its values, the namespaces stay parameters."""
+    for n in range(6):
+        await seed.add(f"{GOAL}, note {n}", namespace="dana")
+        await seed.add(f"{GOAL}, session note {n}", namespace="dana:s1")
+    await namespace_indexes.sync(app.state.ctx.engine, 4, org_id=key.org_id)
+    assert await _indexed(app, key.org_id, ["dana", "dana:s1"]) == {"dana", "dana:s1"}
+    scope = Scope(org_id=key.org_id, namespaces=["dana", "dana:s1"])
+    async with app.state.ctx.pack_sessionmaker() as session:
+        repo = RetrievalRepository(session)
+        size = await repo.scope_size(scope, 10_001)
+        # psycopg prepares a statement at its sixth execution on a connection
+        packs = [await repo.rank(scope, _plan(app), size) for _ in range(8)]
+        # one namespace not known as indexed: the statement is planned for its values
+        custom = await repo.rank(scope, _plan(app), size, indexed=frozenset({"dana"}))
+        kept = (
+            await session.execute(
+                text(
+                    "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                    " WHERE statement LIKE 'WITH%' AND statement LIKE :literal"
+                ),
+                {"literal": "%m.namespace = 'dana:s1'%"},
+            )
+        ).all()
+    ranked = [[row.id for row in pack.rows] for pack in packs]
+    assert len(ranked[0]) == 10 and all(ids == ranked[0] for ids in ranked)
+    assert [row.id for row in custom.rows] == ranked[0]
+    if on_citus:
+        assert kept == []
+    else:
+        assert len(kept) == 1 and kept[0].generic_plans >= 3 and kept[0].custom_plans == 0
 
 
 async def test_ready_indexes_are_read_from_the_catalog(
