@@ -66,9 +66,15 @@ async def test_wide_scope_pack(
     calls: list[int] = []
     use_indexes = RetrievalRepository.use_indexes
 
-    async def spy(self: RetrievalRepository, ef_search: int, goal: str | None = None) -> list[str]:
+    async def spy(
+        self: RetrievalRepository,
+        ef_search: int,
+        goal: str | None = None,
+        *,
+        custom_plans: bool = True,
+    ) -> list[str]:
         calls.append(ef_search)
-        return await use_indexes(self, ef_search, goal)
+        return await use_indexes(self, ef_search, goal, custom_plans=custom_plans)
 
     monkeypatch.setattr(RetrievalRepository, "use_indexes", spy)
     settings = make_settings(pg_url)
