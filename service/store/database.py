@@ -216,8 +216,23 @@ def create_engine(
         **extra,
     )
     _ping_when_idle(engine.sync_engine.pool)
+    if generic_plans and not citus:
+        _keep_fewer_prepared(engine.sync_engine.pool)
     _convert_long_statements_once()
     return engine
+
+
+# Prepared statements a pack pool connection keeps (psycopg's default: 100). A wide scope
+# whose namespaces all have their own indexes gets a statement text of its own, and its kept
+# generic plan takes about 0.5 MB of its backend's memory (plan, source and query trees, at
+# a three-namespace scope): 32 bound a backend's kept plans to about 16 MB.
+PACK_PREPARED_MAX = 32
+
+
+def _keep_fewer_prepared(pool: Pool) -> None:
+    @event.listens_for(pool, "connect")
+    def connect(dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.driver_connection.prepared_max = PACK_PREPARED_MAX
 
 
 # psycopg turns a statement's ``%(name)s`` placeholders into ``$n`` and keeps the result per

@@ -77,6 +77,26 @@ async def test_pack_pool_uses_generic_plans(pg_url: str, settings: Settings) -> 
         await engine.dispose()
 
 
+async def test_the_pack_pool_keeps_fewer_prepared_statements(
+    pg_url: str, settings: Settings
+) -> None:
+    """Each fully indexed wide scope has a statement text of its own, whose kept plan takes
+    about 0.5 MB of its backend: the pack pool keeps ``PACK_PREPARED_MAX`` of them, not
+    psycopg's 100. The other pools keep psycopg's default."""
+    pack = create_engine(pg_url, settings, generic_plans=True)
+    other = create_engine(pg_url, settings)
+    try:
+        async with pack.connect() as conn:
+            raw = await conn.get_raw_connection()
+            assert raw.driver_connection.prepared_max == database.PACK_PREPARED_MAX
+        async with other.connect() as conn:
+            raw = await conn.get_raw_connection()
+            assert raw.driver_connection.prepared_max == 100
+    finally:
+        await pack.dispose()
+        await other.dispose()
+
+
 async def test_a_long_statement_is_converted_once(pg_url: str, settings: Settings) -> None:
     """psycopg keeps a statement text's converted placeholders only up to a length; a
     ranking statement (6-7 kB) is longer than its default, so ``create_engine`` raises it.
