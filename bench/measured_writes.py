@@ -17,7 +17,7 @@ rate over such writes measures nothing. The rules every measured write of the sp
    counted; when any item was not ``created`` (a duplicate, a gate rejection, a keyed
    update) the rate is left out and ``invalid`` says how many, so no table prints it.
 3. **The embedder's pace on exactly the texts stored** (``stored_embed_texts``,
-   ``embedder_pace``): what the service embedded for each created item (its name over its
+   ``InterleavedPace``): what the service embedded for each created item (its name over its
    content, ``document_text``), embedded again in the bench's process by the embedder the
    server builds from the same settings, its batch lane loaded (``servers_embedder``), in
    the same batches; ``of_embedder`` is the batch
@@ -110,24 +110,6 @@ def servers_embedder(settings: Any) -> Any:
     if lane is not None:
         lane(wait=True)
     return embedder
-
-
-def embedder_pace(embedder: Any, texts: Sequence[str], batch: int) -> dict[str, Any]:
-    """``texts`` embedded with ``embedder.embed_documents`` in batches of ``batch`` (one model
-    call per batch, as the service makes one per request), after one untimed call that warms
-    the model."""
-    if not texts:
-        return {"texts": 0, "seconds": 0.0, "per_s": None}
-    embedder.embed_documents(list(texts[: min(8, len(texts))]))
-    t0 = time.perf_counter()
-    for lo in range(0, len(texts), batch):
-        embedder.embed_documents(list(texts[lo : lo + batch]))
-    wall = time.perf_counter() - t0
-    return {
-        "texts": len(texts),
-        "seconds": round(wall, 1),
-        "per_s": round(len(texts) / wall, 1) if wall > 0 else None,
-    }
 
 
 class InterleavedPace:

@@ -9,7 +9,8 @@ LoCoMo turns made unique (a day number), stored as ``episode`` memories:
    say a fresh one and one holding 100k memories, seeded by ``bench.context_speed``);
 2. the texts the service embedded for them (each stored memory's name over its content),
    embedded in this process by the embedder the server builds from the same settings
-   (``service.embedding.build_embedder``), batch by batch: the model's pace;
+   (``service.embedding.build_embedder``), each batch's right after its answer, turn about
+   with the service (``InterleavedPace``): the model's pace;
 3. ``--singles`` single remembers into each namespace (p50, p90).
 
 Every run's texts are new to the namespace, whatever ``--seed`` says: the draw is seeded by
@@ -38,8 +39,8 @@ from typing import Any
 import httpx
 
 from bench.measured_writes import (
+    InterleavedPace,
     against_embedder,
-    embedder_pace,
     invalid_reason,
     servers_embedder,
     stored_embed_texts,
@@ -80,21 +81,29 @@ def stored_in(client: httpx.Client, namespace: str) -> int:
 
 
 def store_batches(
-    client: httpx.Client, namespace: str, texts: list[str], size: int
+    client: httpx.Client,
+    namespace: str,
+    texts: list[str],
+    size: int,
+    pace: InterleavedPace | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """``texts`` stored in batches of ``size``: the figure (``write_figure``) and the texts the
-    service embedded for the items it stored."""
+    """``texts`` stored in batches of ``size``: the figure (``write_figure``, its rate over the
+    requests' seconds only) and the texts the service embedded for the items it stored.
+    With ``pace``, each batch's stored texts are embedded right after its answer."""
     answers: list[dict[str, Any]] = []
-    started = time.perf_counter()
+    seconds = 0.0
     for lo in range(0, len(texts), size):
-        items = [
-            {"namespace": namespace, "type": "episode", "content": text}
-            for text in texts[lo : lo + size]
-        ]
+        chunk = texts[lo : lo + size]
+        items = [{"namespace": namespace, "type": "episode", "content": text} for text in chunk]
+        started = time.perf_counter()
         response = client.post("/v1/remember/batch", json={"items": items})
+        took = time.perf_counter() - started
+        seconds += took
         response.raise_for_status()
-        answers += [{**a, "index": lo + int(a["index"])} for a in response.json()["items"]]
-    seconds = time.perf_counter() - started
+        batch_answers = response.json()["items"]
+        if pace is not None:
+            pace.add(stored_embed_texts(client, chunk, batch_answers), took)
+        answers += [{**a, "index": lo + int(a["index"])} for a in batch_answers]
     counts = tally(a["status"] for a in answers)
     near = sum(bool(a.get("near_duplicates")) for a in answers)
     return write_figure(counts, len(texts), seconds, near), stored_embed_texts(
@@ -153,10 +162,11 @@ def main() -> int:
     for k, namespace in enumerate(ns.strip() for ns in args.namespaces.split(",")):
         mark = stored_in(client, namespace)
         texts = texts_for(n + args.singles, args.seed + k, mark)
-        batch, stored = store_batches(client, namespace, texts[:n], args.batch_size)
+        pace = InterleavedPace(embedder, args.batch_size)
+        batch, _ = store_batches(client, namespace, texts[:n], args.batch_size, pace)
         line: dict[str, Any] = {"namespace": namespace, "held_before": mark, "batch": batch}
         if "per_s" in batch:
-            against_embedder(batch, embedder_pace(embedder, stored, args.batch_size))
+            against_embedder(batch, pace.result())
             line |= {
                 "stored_per_s": batch["per_s"],
                 "embedder_per_s": batch["embedder"]["per_s"],

@@ -8,7 +8,6 @@ import httpx
 from bench.measured_writes import (
     InterleavedPace,
     against_embedder,
-    embedder_pace,
     invalid_reason,
     stored_embed_texts,
     tally,
@@ -55,15 +54,13 @@ def test_a_figure_needs_every_item_stored() -> None:
     assert invalid_reason({}, 2) == "invalid: 2 of 2 were not stored (no answer)"
 
 
-def test_the_embedder_is_timed_on_the_texts_in_the_services_batches() -> None:
-    embedder = Recording()
-    pace = embedder_pace(embedder, [f"text {i}" for i in range(12)], batch=5)
-    assert pace["texts"] == 12
-    assert [len(c) for c in embedder.calls] == [8, 5, 5, 2]  # one warm-up call, untimed
+def test_the_ratio_is_the_batch_rate_over_the_embedders() -> None:
     figure = write_figure({"created": 12}, 12, 1.0)
     against_embedder(figure, {"texts": 12, "seconds": 0.5, "per_s": 24.0})
     assert figure["of_embedder"] == 0.5
-    assert embedder_pace(embedder, [], batch=5)["per_s"] is None
+    unpaced = write_figure({"created": 12}, 12, 1.0)
+    against_embedder(unpaced, {"texts": 0, "seconds": 0.0, "per_s": None})
+    assert "of_embedder" not in unpaced
 
 
 async def test_the_texts_are_what_the_service_embedded_for_the_items_it_stored(

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import httpx
 
+from bench.measured_writes import InterleavedPace
 from bench.write_ratio import singles, store_batches, stored_in, texts_for
+from tests.bench.conftest import Recording
 from tests.conftest import KeyFactory
 
 TURNS = [
@@ -35,7 +37,13 @@ async def test_a_second_run_with_the_same_seed_stores_every_write(
         for _ in range(2):
             mark = stored_in(client, "ratio")
             texts = texts_for(11, 5, mark, TURNS)
-            batch, stored = store_batches(client, "ratio", texts[:6], 4)
+            recording = Recording()
+            pace = InterleavedPace(recording, 4)
+            batch, stored = store_batches(client, "ratio", texts[:6], 4, pace)
+            # each batch's stored texts embedded right after its answer, after one warm-up
+            assert sorted(t for call in recording.calls[1:] for t in call) == sorted(stored)
+            assert [len(call) for call in recording.calls[1:]] == [4, 2]
+            assert pace.result()["texts"] == 6
             runs.append((mark, batch, stored, singles(client, "ratio", texts[6:])))
         again, _ = store_batches(client, "ratio", texts_for(11, 5, 0, TURNS)[:6], 4)
         single_again = singles(client, "ratio", texts_for(11, 5, 0, TURNS)[6:])
