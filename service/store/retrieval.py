@@ -473,15 +473,12 @@ def build_pack_sql(
         # prove their predicates (store/namespace_indexes.py) and an unindexed one is read
         # behind the btree. HNSW takes the bare operator, ascending, with iterative scan
         # set by the caller.
+        names = distinct(scope)
         if literal_scope:
-            org = sql_literal(scope.org_id)
-            branches = [
-                scope_sql("m", scope, namespace=sql_literal(ns), org=org) for ns in distinct(scope)
-            ]
+            org, named = sql_literal(scope.org_id), [sql_literal(ns) for ns in names]
         else:
-            branches = [
-                scope_sql("m", scope, namespace=f":ns_{i}") for i in range(len(distinct(scope)))
-            ]
+            org, named = ":org", [f":ns_{i}" for i in range(len(names))]
+        branches = [scope_sql("m", scope, namespace=ns, org=org) for ns in named]
         if use_vec:
             nearest = " UNION ALL ".join(
                 f"""(SELECT m.id, m.embedding <=> {qvec} AS dist FROM memories m
@@ -640,9 +637,11 @@ def build_pack_sql(
 
 @lru_cache(maxsize=512)
 def statement(sql: str) -> TextClause:
-    """``text(sql)``, made once per text. A pack statement's text depends only on the
-    scope's shape and the plan's switches, so few texts recur; parsing one's bind
-    parameters (7 kB, ~60 of them) took 0.6 ms of every call on the event loop."""
+    """``text(sql)``, made once per text. A pack statement's text depends on the scope's
+    shape and the plan's switches, and for a fully indexed wide scope on its org and
+    namespaces (``literal_scope``), so texts recur call after call; parsing one's bind
+    parameters (7 kB, ~60 of them) took 0.6 ms of every call on the event loop. The 512
+    most recent are kept."""
     return text(sql)
 
 
