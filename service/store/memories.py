@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import numpy as np
 from sqlalchemy import (
     ColumnElement,
     Select,
@@ -40,15 +41,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from service.store.models import Artifact, Memory, Project, Relation
 from service.store.namespace_indexes import indexed_namespaces
 from service.store.retrieval import use_indexes
-from service.store.vectors import vector_literal
+from service.store.vectors import VectorBatch, vector_at, vector_literal
 
 
 def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
-
-
-def _vector(value: Any) -> str | None:
-    return None if value is None else vector_literal(value)
 
 
 def _same(value: Any) -> Any:
@@ -72,9 +69,10 @@ def _plain(key: str, array: str = "text[]") -> RowArray:
 
 
 # Every key a memory row may carry (``plan.row_values``, an import's ids and times, a keyed
-# write's key), in table order. Plain values go as they are; a vector as its text literal
-# (store/vectors.py); the metadata and the tags as JSON text (a text[] per row does not fit
-# in one array parameter).
+# write's key), in table order. Plain values go as they are; the vectors as one
+# ``VectorBatch`` (``:embedding_batch``, store/vectors.py), each row's array holding its
+# vector's position there (NULL: no vector); the metadata and the tags as JSON text (a
+# text[] per row does not fit in one array parameter).
 ROW_ARRAYS: dict[str, RowArray] = {
     "org_id": _plain("org_id", "uuid[]"),
     "id": _plain("id", "uuid[]"),
@@ -83,7 +81,9 @@ ROW_ARRAYS: dict[str, RowArray] = {
     "name": _plain("name"),
     "content": _plain("content"),
     "content_hash": _plain("content_hash"),
-    "embedding": RowArray("embedding", "text[]", "CAST(u.embedding AS vector)", _vector),
+    "embedding": RowArray(
+        "embedding", "int[]", vector_at(":embedding_batch", "u.embedding", ":embedding_dim")
+    ),
     "project": _plain("project"),
     "domain": _plain("domain"),
     "agent_id": _plain("agent_id"),
@@ -128,6 +128,20 @@ def insert_rows_sql(keys: Sequence[str], skip: Literal["duplicates", "existing"]
         f"AS u({', '.join(keys)}){conflict} "
         "RETURNING id, namespace, project, agent_id, content_hash"
     )
+
+
+def _embedding_params(vectors: Sequence[Any]) -> dict[str, Any]:
+    """The rows' vectors as ``insert_rows_sql`` binds them: one ``VectorBatch`` of those
+    present, and each row's 1-based position in it (None for a row without one)."""
+    present = [v for v in vectors if v is not None]
+    positions: list[int | None] = []
+    held = 0
+    for v in vectors:
+        if v is not None:
+            held += 1
+        positions.append(None if v is None else held)
+    batch = VectorBatch(present) if present else VectorBatch(np.empty((0, 0), np.float32))
+    return {"embedding": positions, "embedding_batch": batch, "embedding_dim": batch.dim}
 
 
 @dataclass(frozen=True)
@@ -395,7 +409,7 @@ class MemoryRepository:
     async def near_duplicates(
         self,
         org_id: uuid.UUID,
-        probes: Sequence[tuple[int, str, str, str | None, str | None, Sequence[float] | str]],
+        probes: Sequence[tuple[int, str, str, str | None, str | None, Any]],
         threshold: float,
         limit: int,
         key_projects: Sequence[str] = (),
@@ -422,7 +436,7 @@ class MemoryRepository:
     async def _near_exact(
         self,
         org_id: uuid.UUID,
-        probes: Sequence[tuple[int, str, str, str | None, str | None, Sequence[float] | str]],
+        probes: Sequence[tuple[int, str, str, str | None, str | None, Any]],
         threshold: float,
         limit: int,
         key_projects: Sequence[str],
@@ -432,12 +446,13 @@ class MemoryRepository:
             f"""
             SELECT p.idx, m.id, m.name, 1 - m.dist AS score
             FROM (
-                -- Parse each probe vector once, not once per compared row.
-                SELECT idx, namespace, type, project, agent_id, CAST(vec AS vector) AS vec
+                -- Read each probe vector once, not once per compared row.
+                SELECT idx, namespace, type, project, agent_id,
+                       {vector_at(":vecs", "u.ord", ":vecs_dim")} AS vec
                 FROM unnest(CAST(:idxs AS int[]), CAST(:namespaces AS text[]),
                             CAST(:types AS text[]), CAST(:projects AS text[]),
-                            CAST(:agents AS text[]), CAST(:vecs AS text[]))
-                     AS u(idx, namespace, type, project, agent_id, vec)
+                            CAST(:agents AS text[]))
+                     WITH ORDINALITY AS u(idx, namespace, type, project, agent_id, ord)
                 OFFSET 0  -- a fence: keeps Postgres from inlining the cast into the scan
             ) p
             CROSS JOIN LATERAL (
@@ -453,13 +468,15 @@ class MemoryRepository:
             ORDER BY p.idx, score DESC
             """
         )
+        batch = VectorBatch([p[5] for p in probes])
         params: dict[str, Any] = {
             "idxs": [p[0] for p in probes],
             "namespaces": [p[1] for p in probes],
             "types": [p[2] for p in probes],
             "projects": [p[3] for p in probes],
             "agents": [p[4] for p in probes],
-            "vecs": [vector_literal(p[5]) for p in probes],
+            "vecs": batch,
+            "vecs_dim": batch.dim,
             "org": org_id,
             "lim": limit,
             "threshold": threshold,
@@ -474,7 +491,7 @@ class MemoryRepository:
     async def _near_indexed(
         self,
         org_id: uuid.UUID,
-        probes: Sequence[tuple[int, str, str, str | None, str | None, Sequence[float] | str]],
+        probes: Sequence[tuple[int, str, str, str | None, str | None, Any]],
         threshold: float,
         limit: int,
         key_projects: Sequence[str],
@@ -514,7 +531,7 @@ class MemoryRepository:
         project: str | None,
         agent_id: str | None,
         content_hash: str,
-        vector: Sequence[float] | str,
+        vector: Sequence[float] | np.ndarray | str,
         threshold: float,
         limit: int,
         key_projects: Sequence[str] = (),
@@ -607,7 +624,13 @@ class MemoryRepository:
             shapes.setdefault(shape, []).append(row)
         out: list[tuple[uuid.UUID, ContentKey]] = []
         for columns, group in shapes.items():
-            params = {c: [ROW_ARRAYS[c].convert(row[c]) for row in group] for c in columns}
+            params = {
+                c: [ROW_ARRAYS[c].convert(row[c]) for row in group]
+                for c in columns
+                if c != "embedding"
+            }
+            if "embedding" in columns:
+                params.update(_embedding_params([row["embedding"] for row in group]))
             result = await self.session.execute(text(insert_rows_sql(columns, skip)), params)
             out += [(mid, (ns, pr, ag, h)) for mid, ns, pr, ag, h in result.all()]
         return out

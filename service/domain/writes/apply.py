@@ -44,7 +44,7 @@ from service.embedding import AsyncEmbedder
 from service.errors import Conflict
 from service.schemas.memories import NearDuplicate
 from service.store.memories import MemoryRepository
-from service.store.vectors import vector_literals
+from service.store.vectors import VectorBatch
 
 Outcome = tuple[str, uuid.UUID, list[NearDuplicate], uuid.UUID | None]
 
@@ -130,13 +130,13 @@ async def embed_and_probe(
     settings: Settings,
     caller: Caller,
     fresh: list[tuple[WriteItem, WritePlan]],
-) -> tuple[list[str], dict[int, list[tuple[uuid.UUID, str, float]]]]:
+) -> tuple[VectorBatch, dict[int, list[tuple[uuid.UUID, str, float]]]]:
     """One model call for the items to store (their plans' ``embed_text``), then their near
     duplicates within the duplicate reach (``{index: [(id, name, cosine)]}``). The vectors
-    come back as their literals (``vector_literals``), which the probe and the INSERT both
-    bind."""
+    come back as one ``VectorBatch`` (store/vectors.py), whose rows the probe and the INSERT
+    both bind."""
     embedded = await embedder.embed_documents([p.embed_text or "" for _, p in fresh])
-    vectors = await asyncio.to_thread(vector_literals, embedded)
+    vectors = await asyncio.to_thread(VectorBatch, embedded)
     near = await repo.near_duplicates(
         caller.org_id,
         [
@@ -280,7 +280,7 @@ async def store_plain(
         # (a duplicate's vector is wasted; a single write's latency is what matters).
         item = accepted[0]
         req = item.request
-        vectors = vector_literals(await embedder.embed_documents([embed_text(item)]))
+        vectors = VectorBatch(await embedder.embed_documents([embed_text(item)]))
         exact, close = await repo.probe_one(
             caller.org_id,
             req.namespace,
@@ -288,7 +288,7 @@ async def store_plain(
             req.project,
             req.agent_id,
             item.hash,
-            vectors[0],
+            vectors.row(0),
             settings.near_duplicate_threshold,
             settings.near_duplicate_limit,
             caller.projects,
