@@ -133,14 +133,13 @@ def insert_rows_sql(keys: Sequence[str], skip: Literal["duplicates", "existing"]
 def _embedding_params(vectors: Sequence[Any]) -> dict[str, Any]:
     """The rows' vectors as ``insert_rows_sql`` binds them: one ``VectorBatch`` of those
     present, and each row's 1-based position in it (None for a row without one)."""
-    present = [v for v in vectors if v is not None]
+    present: list[Any] = []
     positions: list[int | None] = []
-    held = 0
     for v in vectors:
         if v is not None:
-            held += 1
-        positions.append(None if v is None else held)
-    batch = VectorBatch(present) if present else VectorBatch(np.empty((0, 0), np.float32))
+            present.append(v)
+        positions.append(None if v is None else len(present))
+    batch = VectorBatch(present)
     return {"embedding": positions, "embedding_batch": batch, "embedding_dim": batch.dim}
 
 
@@ -531,7 +530,7 @@ class MemoryRepository:
         project: str | None,
         agent_id: str | None,
         content_hash: str,
-        vector: Sequence[float] | np.ndarray | str,
+        vector: Sequence[float] | np.ndarray,
         threshold: float,
         limit: int,
         key_projects: Sequence[str] = (),

@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,10 +29,8 @@ from psycopg.pq import Format
 _FORMATS: dict[int, str] = {}
 
 
-def vector_literal(vector: Sequence[float] | np.ndarray | str) -> str:
-    """``vector``'s literal; one already written (a ``str``) as it is."""
-    if isinstance(vector, str):
-        return vector
+def vector_literal(vector: Sequence[float] | np.ndarray) -> str:
+    """``vector``'s literal."""
     values = np.asarray(vector, dtype=np.float32).tolist()
     fmt = _FORMATS.get(len(values))
     if fmt is None:
@@ -50,7 +48,9 @@ class VectorBatch:
     def __init__(self, vectors: Sequence[Sequence[float]] | np.ndarray) -> None:
         matrix = np.asarray(vectors, dtype=np.float32)
         if matrix.ndim != 2:
-            matrix = matrix.reshape(len(vectors), -1)
+            if matrix.size:
+                raise ValueError("a VectorBatch takes vectors of one dimension, one per row")
+            matrix = matrix.reshape(0, 0)  # no vectors at all
         self.matrix = matrix
 
     @property
@@ -60,7 +60,7 @@ class VectorBatch:
     def __len__(self) -> int:
         return int(self.matrix.shape[0])
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[np.ndarray]:
         return iter(self.matrix)
 
     def row(self, i: int) -> np.ndarray:

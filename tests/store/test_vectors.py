@@ -12,6 +12,21 @@ from sqlalchemy import text
 from service.store.vectors import VectorBatch, vector_at, vector_literal
 
 
+def _awkward_float32s(n: int) -> np.ndarray:
+    """Finite float32s: the extremes and subnormals first, then ``n`` small normals and ``n``
+    random bit patterns, shuffled together (the non-finite ones dropped)."""
+    rng = np.random.default_rng(11)
+    extremes = np.array([1e-45, -1e-40, 3.4028235e38, -1.1754944e-38, 0.0, -0.0], np.float32)
+    rest = np.concatenate(
+        [
+            rng.standard_normal(n).astype(np.float32) / 20,
+            rng.integers(0, 2**31 - 1, n, dtype=np.int64).astype(np.uint32).view(np.float32),
+        ]
+    )
+    values = np.concatenate([extremes, rng.permutation(rest)])
+    return values[np.isfinite(values)]
+
+
 def test_a_literal_reads_back_as_the_float32_of_each_value() -> None:
     values = [0.1, -2.0, 1e-07, 0.30000000000000004, 3]
     literal = vector_literal(values)
@@ -24,15 +39,7 @@ def test_a_literal_reads_back_as_the_float32_of_each_value() -> None:
 def test_every_float32_survives_the_literal() -> None:
     # A model's vector is float32: its literal must name each value exactly, whatever its
     # magnitude (subnormals, the extremes and values whose shortest text is 9 digits).
-    rng = np.random.default_rng(5)
-    values = np.concatenate(
-        [
-            rng.standard_normal(4000).astype(np.float32) / 20,
-            np.array([1e-45, -1e-40, 3.4028235e38, -1.1754944e-38, 0.0], dtype=np.float32),
-            rng.integers(0, 2**31 - 1, 4000, dtype=np.int64).astype(np.uint32).view(np.float32),
-        ]
-    )
-    values = values[np.isfinite(values)]
+    values = _awkward_float32s(4000)
     literal = vector_literal(values.tolist())
     parsed = np.array([float(x) for x in literal[1:-1].split(",")]).astype(np.float32)
     assert parsed.tobytes() == values.tobytes()
@@ -49,22 +56,9 @@ async def test_pgvector_reads_the_literal(app: FastAPI) -> None:
     assert (dims, norm) == (2, 5.0)
 
 
-def _awkward_float32s(n: int) -> np.ndarray:
-    """``n`` float32s: small normals, the extremes, subnormals and random bit patterns."""
-    rng = np.random.default_rng(11)
-    values = np.concatenate(
-        [
-            np.array([1e-45, -1e-40, 3.4028235e38, -1.1754944e-38, 0.0, -0.0], np.float32),
-            rng.standard_normal(n).astype(np.float32) / 20,
-            rng.integers(0, 2**31 - 1, n, dtype=np.int64).astype(np.uint32).view(np.float32),
-        ]
-    )
-    return values[np.isfinite(values)][:n]
-
-
 async def test_a_batch_reads_back_vector_by_vector_as_the_float32s_it_holds(app: FastAPI) -> None:
     dim = 5
-    matrix = _awkward_float32s(40 * dim).reshape(40, dim)
+    matrix = _awkward_float32s(40 * dim)[: 40 * dim].reshape(40, dim)
     batch = VectorBatch([row.tolist() for row in matrix])
     assert (len(batch), batch.dim) == (40, dim)
     sql = text(
@@ -84,7 +78,7 @@ async def test_a_batch_reads_back_vector_by_vector_as_the_float32s_it_holds(app:
 
 
 async def test_an_empty_batch_binds(app: FastAPI) -> None:
-    batch = VectorBatch(np.empty((0, 0), np.float32))
+    batch = VectorBatch([])
     async with app.state.ctx.sessionmaker() as session:
         n = (
             await session.execute(
