@@ -370,6 +370,9 @@ def server_env(pg_url: str) -> dict[str, str]:
         CTXPACK_PRINT_BOOTSTRAP_KEY="false",
         CTXPACK_RATE_LIMIT_PER_MINUTE="0",
         CTXPACK_AUDIT_PRUNE_INTERVAL_SECONDS="0",
+        # As in make_settings: a server's index job would run whole-database passes every
+        # minute, dropping the indexes other tests built for their small namespaces.
+        CTXPACK_NAMESPACE_INDEX_INTERVAL_SECONDS="0",
         CTXPACK_LOG_LEVEL="WARNING",
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
