@@ -358,6 +358,39 @@ def settle(db_url: str, tables: Sequence[str], settled: dict[str, float] | None 
         settled.update(took)
 
 
+def prewarm(db_url: str, tables: Sequence[str]) -> dict[str, float]:
+    """Read each of ``tables`` and every index of it into the operating system's page cache
+    (``pg_prewarm`` in ``read`` mode, the extension created if missing), as a server that
+    has been answering for a while has its store's pages: a big store seeded in an earlier
+    run, or pushed out by another size's, otherwise pays a disk read per cold page, and the
+    timings measure the page cache rather than the code (the 1M context p50 measured 25.3 ms
+    with about 70% of its heap cached, 20.6 ms in a run that had it all). Each peer's tables
+    are read the same way before its own measurement. Returns the seconds it took and the
+    8 kB blocks read."""
+    import psycopg
+
+    t0 = time.perf_counter()
+    blocks = 0
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+        for table in tables:
+            row = conn.execute(
+                """
+                SELECT sum(pg_prewarm(c.oid, 'read'))
+                FROM pg_class c
+                WHERE c.oid = CAST(%(t)s AS regclass)
+                   OR c.oid IN (SELECT indexrelid FROM pg_index
+                                WHERE indrelid = CAST(%(t)s AS regclass))
+                """,
+                {"t": table},
+            ).fetchone()
+            blocks += int(row[0] or 0) if row else 0
+        database = conn.info.dbname
+    took = round(time.perf_counter() - t0, 1)
+    log(f"prewarmed {database}: {', '.join(tables)} and their indexes, {blocks} blocks, {took} s")
+    return {"seconds": took, "blocks": blocks}
+
+
 async def namespace_index_pass(db_url: str, min_rows: int | None = None) -> None:
     """One pass of the service's namespace index job (store/namespace_indexes.py) on
     ``db_url``, with threshold ``min_rows`` (default: the service's,

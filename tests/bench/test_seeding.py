@@ -14,7 +14,7 @@ import pytest
 from psycopg import sql
 
 from bench.corpus import corpus_for
-from bench.seeding import VectorPool, deferred_indexes, seed_method, ticket_number
+from bench.seeding import VectorPool, deferred_indexes, prewarm, seed_method, ticket_number
 from service.store.database import libpq_url
 
 LOCOMO = ["Melanie: We went camping in the mountains last weekend with the kids."]
@@ -155,3 +155,23 @@ def test_a_failed_bulk_load_gets_its_indexes_back_but_is_not_settled(
     assert _indexes(url, table) == [f"{table}_body"]
     assert _maintained(url, table) == (None, None)
     assert settled == {}
+
+
+def test_prewarm_reads_every_block_of_the_table_and_its_indexes(
+    loaded_table: tuple[str, str],
+) -> None:
+    url, table = loaded_table
+    _load(url, table, 5000)
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT sum(pg_relation_size(c.oid)) / current_setting('block_size')::int"
+            " FROM pg_class c WHERE c.oid = CAST(%(t)s AS regclass)"
+            " OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = CAST(%(t)s AS regclass))",
+            {"t": table},
+        ).fetchone()
+    assert row is not None
+    expected = int(row[0])
+    warmed = prewarm(url, [table])
+    # The heap alone is fewer blocks: the index's count is in the total.
+    assert expected > 20 and warmed["blocks"] == expected
+    assert warmed["seconds"] >= 0
