@@ -42,6 +42,7 @@ from service.store.retrieval import (
     RankingPlan,
     Scope,
     bm25_ctes,
+    matched_by_idf,
     memory_fields,
     scope_params,
     scope_rows_sql,
@@ -132,14 +133,14 @@ def _goal_ctes(goal: RankingPlan) -> list[str]:
         )
         ctes.append(
             """hits AS MATERIALIZED (
-            SELECT t.id, t.tsv, length(t.tsv)::float8 / avg(length(t.tsv)) OVER () AS rel_len
+            SELECT t.id, t.tsv, length(t.tsv)::float8 AS len
             FROM typed t, q
             WHERE t.ti IS NOT NULL AND t.tsv @@ q.tsq)"""
         )
         ctes += bm25_ctes(SCOPE_N_SQL)
     cosine = "1 - b.dist" if use_vec else "NULL::float8"
     lexical = "coalesce(l.share, 0)" if use_lex else "0::float8"
-    matched = "coalesce(l.matched, '{}'::text[])" if use_lex else "'{}'::text[]"
+    matched = matched_by_idf("l.matched") if use_lex else "'{}'::text[]"
     lex_join = "LEFT JOIN lex l ON l.id = b.id" if use_lex else ""
     ctes.append(
         f"""goal_raw AS MATERIALIZED (
