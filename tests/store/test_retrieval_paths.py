@@ -337,3 +337,30 @@ async def test_a_memory_dated_in_the_goals_period_is_boosted(
     assert after[undated] == pytest.approx(before[undated])
     assert after[other] == pytest.approx(before[other])
     assert with_dates.rows[0].id == dated
+
+
+@pytest.mark.parametrize("wide", [False, True])
+async def test_matched_lexemes_come_rarest_first(
+    app: FastAPI, key: Key, seed: Seeder, wide: bool
+) -> None:
+    """A pack item's matched lexemes (its reason) are ordered by idf, the rarest first, ties
+    by lexeme, on both plans: the BM25 aggregates read them in lexeme order and the
+    statement orders the returned rows' lists (``matched_by_idf``)."""
+    all_three = await seed.add("The zebra crossing needs a deploy pipeline before Friday.")
+    # df: zebra 1, deploy 5, pipelin 14 (these rank below the gate; they only count).
+    for n in range(4):
+        await seed.add(f"Our deploy pipeline broke again, note {n}.")
+    for n in range(8):
+        await seed.add(f"A pipeline for the data warehouse, note {n}.")
+    # Two lexemes of one df: ordered by lexeme.
+    tied = await seed.add("Walrus and yak spotted near the pipeline.")
+    scope = Scope(org_id=key.org_id, namespaces=["alice"])
+    plan = _lexical_plan(app, "zebra yak walrus deploy pipeline")
+    async with app.state.ctx.sessionmaker() as session:
+        repo = RetrievalRepository(session)
+        size = await repo.scope_size(scope, 10_001)
+        pack = await repo.rank(scope, plan, size, common_terms={}, indexed=_indexed(scope, wide))
+        await session.rollback()
+    matched = {row.id: row.matched for row in pack.rows}
+    assert matched[all_three] == ["zebra", "deploy", "pipelin"]
+    assert matched[tied] == ["walrus", "yak", "pipelin"]
