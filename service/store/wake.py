@@ -140,7 +140,7 @@ def _goal_ctes(goal: RankingPlan) -> list[str]:
         ctes += bm25_ctes(SCOPE_N_SQL)
     cosine = "1 - b.dist" if use_vec else "NULL::float8"
     lexical = "coalesce(l.share, 0)" if use_lex else "0::float8"
-    matched = matched_by_idf("l.matched") if use_lex else "'{}'::text[]"
+    matched = "coalesce(l.matched, '{}'::text[])" if use_lex else "'{}'::text[]"
     lex_join = "LEFT JOIN lex l ON l.id = b.id" if use_lex else ""
     ctes.append(
         f"""goal_raw AS MATERIALIZED (
@@ -241,6 +241,9 @@ def build_wake_sql(scope: Scope, plan: WakePlan | None = None) -> str:
         SELECT s.*, CASE WHEN v.used THEN s.rel END AS boost
         FROM scored s CROSS JOIN verdict v),"""
         )
+    # A lexically scored goal's matched lexemes, rarest first, for the picked few only.
+    lexical = goal is not None and goal.mode in ("hybrid", "lexical")
+    matched = matched_by_idf("p.matched") if lexical else "p.matched"
     tail = f"""
     ranked AS (
         SELECT q.id, q.grp, q.depth, q.rel, q.boost, q.cosine, q.lexical, q.matched,
@@ -253,7 +256,7 @@ def build_wake_sql(scope: Scope, plan: WakePlan | None = None) -> str:
     picked AS (
         SELECT * FROM ranked ORDER BY rn, grp LIMIT :lim)
     SELECT c.in_scope, c.qualified, c.matched AS n_matched, p.grp, p.depth, p.rel, p.boost,
-           p.cosine, p.lexical, p.matched, p.rn, {cols}
+           p.cosine, p.lexical, {matched} AS matched, p.rn, {cols}
     FROM (SELECT (SELECT count(*) FROM pool) AS in_scope,
                  (SELECT count(*) FROM qualified) AS qualified,
                  (SELECT count(*) FROM qualified WHERE rel IS NOT NULL) AS matched) c

@@ -15,6 +15,7 @@ from sqlalchemy import text
 
 from service import cache as cache_module
 from service.domain import ranking
+from service.domain.wake import select_wake
 from service.embedding.fake import FakeEmbedder
 from service.store import namespace_indexes
 from service.store.retrieval import (
@@ -362,5 +363,34 @@ async def test_matched_lexemes_come_rarest_first(
         pack = await repo.rank(scope, plan, size, common_terms={}, indexed=_indexed(scope, wide))
         await session.rollback()
     matched = {row.id: row.matched for row in pack.rows}
+    assert matched[all_three] == ["zebra", "deploy", "pipelin"]
+    assert matched[tied] == ["walrus", "yak", "pipelin"]
+
+
+async def test_a_wake_packs_matched_lexemes_come_rarest_first(
+    app: FastAPI, key: Key, seed: Seeder
+) -> None:
+    """The wake statement scores a goal with the same BM25 and returns each picked row's
+    matched lexemes rarest first, ties by lexeme (``matched_by_idf`` on the picked rows)."""
+    all_three = await seed.add("The zebra crossing needs a deploy pipeline before Friday.")
+    for n in range(4):
+        await seed.add(f"Our deploy pipeline broke again, note {n}.")
+    for n in range(8):
+        await seed.add(f"A pipeline for the data warehouse, note {n}.")
+    tied = await seed.add("Walrus and yak spotted near the pipeline.")
+    scope = Scope(org_id=key.org_id, namespaces=["alice"])
+    async with app.state.ctx.sessionmaker() as session:
+        result = await select_wake(
+            session,
+            None,  # type: ignore[arg-type]  # lexical retrieval embeds nothing
+            app.state.ctx.settings,
+            scope,
+            namespace="alice",
+            goal_query="zebra yak walrus deploy pipeline",
+            retrieval="lexical",
+            limit=20,
+        )
+        await session.rollback()
+    matched = {row.id: row.matched for row in result.selection.rows}
     assert matched[all_three] == ["zebra", "deploy", "pipelin"]
     assert matched[tied] == ["walrus", "yak", "pipelin"]
