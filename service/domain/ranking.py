@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from service.config import Settings
 from service.domain.facets import FACET_OF_TYPE, INTENT_FACETS
@@ -190,11 +191,13 @@ def matched_phrases(goal: str, lexemes: list[str]) -> list[str]:
         return []
     phrases: list[str] = []
     run: list[str] = []
-    for word in _WORD.findall(goal):
-        low = word.casefold()
-        parts = [p for p in re.split(r"[-'.]", low) if p]
-        hit = any(_stem_matches(p, s) for p in parts or [low] for s in stems)
-        if hit:
+    exact = tuple(stems)
+    # The respelling rule's prefixes: a part starting with none of them skips the rule.
+    respelt = tuple(s[:-1] for s in stems if len(s) > 3)
+    for word, parts in _goal_words(goal):
+        if any(
+            p.startswith(exact) or (p.startswith(respelt) and _respelt(p, stems)) for p in parts
+        ):
             run.append(word)
         elif run:
             phrases.append(" ".join(run))
@@ -204,7 +207,24 @@ def matched_phrases(goal: str, lexemes: list[str]) -> list[str]:
     return phrases
 
 
-def _stem_matches(word: str, stem: str) -> bool:
-    if word.startswith(stem):
-        return True
-    return len(stem) > 3 and word.startswith(stem[:-1]) and len(word) <= len(stem) + 3
+_WORD_PARTS = re.compile(r"[-'.]")
+
+
+@lru_cache(maxsize=256)
+def _goal_words(goal: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``goal``'s words, each with its casefolded parts (split at hyphens, apostrophes and
+    dots; the whole word when it has none): one pack asks for every item's matched
+    phrases of the same goal, and splitting it took most of an item's build time."""
+    words = []
+    for word in _WORD.findall(goal):
+        low = word.casefold()
+        parts = tuple(p for p in _WORD_PARTS.split(low) if p) or (low,)
+        words.append((word, parts))
+    return tuple(words)
+
+
+def _respelt(word: str, stems: list[str]) -> bool:
+    """``word`` matches a stem whose last letter snowball respelled (``happy`` ->
+    ``happi``): it starts with all of the stem but that letter, and is at most three
+    letters longer than the stem."""
+    return any(len(s) > 3 and word.startswith(s[:-1]) and len(word) <= len(s) + 3 for s in stems)

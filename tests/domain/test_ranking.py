@@ -85,6 +85,21 @@ def test_matched_phrases_join_adjacent_words() -> None:
     assert matched_phrases("anything", []) == []
 
 
+def test_matched_phrases_apply_both_stem_rules_to_every_part() -> None:
+    """A part matches a stem it starts with, or (a stem of four letters or more) the stem
+    but its last letter when the part is at most three letters longer; hyphens,
+    apostrophes and dots split a word into parts, any of which may match."""
+    # "cities" starts with the stem; "city" and "cit" with the stem but its last letter
+    assert matched_phrases("cities city cit", ["citi"]) == ["cities city cit"]
+    # too long for the respelling rule (more than three letters past the stem)
+    assert matched_phrases("citadelle", ["citi"]) == []
+    # a stem of three letters has no respelling rule
+    assert matched_phrases("ca", ["cat"]) == []
+    assert matched_phrases("re-run O'Neil's e.g.", ["run", "neil"]) == ["re-run O'Neil's"]
+    assert matched_phrases("Happy, HAPPY happiness!", ["happi"]) == ["Happy HAPPY happiness"]
+    assert matched_phrases("a b c", ["", "b"]) == ["b"]
+
+
 def test_a_dialogue_goal_gives_each_retriever_its_focused_text() -> None:
     from service.domain.ranking import goal_query
 
