@@ -10,8 +10,9 @@ rows and vectors (``PeerCopy``), keyed by ctxpack's memory id. Both are asked Lo
 questions at that namespace, one call at a time: ctxpack over HTTP with its default
 retrieval (hybrid), as the other speed rows; LangGraph in process, ``store.search`` with the
 same k. For each bulk load the HNSW and GIN indexes are dropped and built again, and the
-loaded tables vacuumed and analyzed before the scope is timed (``deferred_indexes``), as for
-the speed sizes.
+loaded tables vacuumed and analyzed before the scope is timed (``deferred_indexes``), and
+each store's tables and indexes read into the page cache (``prewarm``), as for the speed
+sizes.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 from bench import context_speed, peers
 from bench.harness import CtxpackServer, log, run_load
-from bench.seeding import PeerCopy, deferred_indexes, namespace_rows
+from bench.seeding import PeerCopy, deferred_indexes, namespace_rows, prewarm
 from service.store.database import with_database
 
 CTXPACK_SCOPE_DB = "bench_ctxpack_scope"
@@ -98,6 +99,8 @@ def measure_scopes(
             r.raise_for_status()
             hits.append(int(r.json().get("total_items", 0)))
 
+        # As for the speed sizes: each store's tables and indexes in the page cache first.
+        entry["prewarm"] = {"ctxpack": prewarm(ctx_url, ["memories", "relations"])}
         entry["ctxpack"] = run_load(context, jobs, 1, warmup=10)
         entry["ctxpack"]["mean_hits"] = round(sum(hits) / len(hits), 2) if hits else None
         if lg_peer is not None:
@@ -106,6 +109,7 @@ def measure_scopes(
             def search(goal: str, found: list[int] = found, ns: str = ns) -> None:
                 found.append(len(lg_peer.search(ns, goal, k)))
 
+            entry["prewarm"]["langgraph"] = prewarm(lg_peer.url, ["store", "store_vectors"])
             entry["langgraph"] = run_load(search, jobs, 1, warmup=10)
             entry["langgraph"]["mean_hits"] = round(sum(found) / len(found), 2) if found else None
         log(f"scope {n:,}: {entry}")
