@@ -69,6 +69,8 @@ class RankingPlan:
     query_text: str
     query_vector: list[float] | None
     candidates: int
+    # the vector side's candidates (``candidates`` is full text's, and a vector-only pack's)
+    vector_candidates: int
     limit: int
     vector_weight: float
     relevance_floor: float
@@ -475,7 +477,7 @@ def build_pack_sql(
             read += f", m.embedding <=> {qvec} AS dist"
         ctes.append(f"scoped AS MATERIALIZED (SELECT m.* FROM {scope_rows_sql(scope, read)})")
         if use_vec:
-            ctes.append("vec AS (SELECT id FROM scoped ORDER BY dist, id LIMIT :n_cand)")
+            ctes.append("vec AS (SELECT id FROM scoped ORDER BY dist, id LIMIT :n_vec)")
         if use_lex:
             ctes.append(
                 """hits AS MATERIALIZED (
@@ -498,12 +500,12 @@ def build_pack_sql(
         if use_vec:
             nearest = " UNION ALL ".join(
                 f"""(SELECT m.id, m.embedding <=> {qvec} AS dist FROM memories m
-                    WHERE {where} ORDER BY m.embedding <=> {qvec} LIMIT :n_cand)"""
+                    WHERE {where} ORDER BY m.embedding <=> {qvec} LIMIT :n_vec)"""
                 for where in branches
             )
             ctes.append(
                 f"""vec AS (
-                SELECT id FROM ({nearest}) v ORDER BY dist, id LIMIT :n_cand)"""
+                SELECT id FROM ({nearest}) v ORDER BY dist, id LIMIT :n_vec)"""
             )
         if use_lex:
             ctes += selective_hits_ctes(branches)
@@ -910,6 +912,7 @@ class RetrievalRepository:
             if plan.query_vector is None:
                 raise ValueError("vector retrieval needs a query vector")
             params["qvec"] = vector_literal(plan.query_vector)
+            params["n_vec"] = plan.vector_candidates
             params["floor"] = plan.relevance_floor
         if plan.mode in ("hybrid", "lexical"):
             params.update(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import uuid
 from typing import Any
 
@@ -252,6 +253,33 @@ async def test_the_wide_path_settings_reach_the_statements_of_the_scope(
         ).one()
         await session.execute(text("ROLLBACK"))
     assert tuple(row) == ("123", "relaxed_order", str(WIDE_RANDOM_PAGE_COST))
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("hybrid", 48), ("vector", 60)])
+async def test_the_vector_side_returns_its_own_candidates_on_both_paths(
+    app: FastAPI, key: Key, seed: Seeder, mode: str, expected: int
+) -> None:
+    """A hybrid recall pack of 24 takes 48 vector candidates (limit x 2), a vector-only one
+    96 (here all 60 memories), on the exact scan and through the namespace's HNSW index
+    alike. The goal matches no word, so every candidate is a vector one. Each memory holds
+    six of thirty made-up words, so that their vectors spread out as a model's do (HNSW over
+    near-copies of one vector loses some of them)."""
+    words = [f"{a}{b}" for a in ("bar", "kel", "mon", "dri", "fus", "tap") for b in "aeiou"]
+    pick = random.Random(7)
+    for n in range(60):
+        await seed.add(" ".join(pick.sample(words, 6)) + f" note{n}")
+    scope = Scope(org_id=key.org_id, namespaces=["alice"])
+    plan = _plan(app, "zyzzyva", mode=mode, limit=24)
+    counts = []
+    for wide in (False, True):
+        if wide:
+            await namespace_indexes.sync(app.state.ctx.engine, 0, org_id=key.org_id)
+        async with app.state.ctx.pack_sessionmaker() as session:
+            repo = RetrievalRepository(session)
+            size = await repo.scope_size(scope, 10_001)
+            pack = await repo.rank(scope, plan, size, indexed=_indexed(scope, wide))
+            counts.append(pack.candidates)
+    assert counts == [expected, expected]
 
 
 async def test_the_wide_path_prices_random_reads_for_hot_indexes(app: FastAPI) -> None:
