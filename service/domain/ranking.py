@@ -158,8 +158,7 @@ def build_plan(inputs: PlanInputs, settings: Settings) -> RankingPlan:
     )
     if deep:
         candidates *= DEEP_SEARCH_CANDIDATE_FACTOR
-        if inputs.mode != "vector":
-            vector_candidates *= DEEP_SEARCH_CANDIDATE_FACTOR
+        vector_candidates *= DEEP_SEARCH_CANDIDATE_FACTOR
     priors = type_priors(inputs.intent)
     return RankingPlan(
         mode=inputs.mode,

@@ -368,6 +368,20 @@ async def test_a_memory_dated_in_the_goals_period_is_boosted(
     assert with_dates.rows[0].id == dated
 
 
+async def _seed_lexeme_rarities(seed: Seeder) -> tuple[uuid.UUID, uuid.UUID]:
+    """Memories whose lexemes have known dfs for the goal "zebra yak walrus deploy
+    pipeline": zebra 1, deploy 5, pipelin 14 (the notes rank below the gate; they only
+    count), and walrus and yak of one df (1). Returns the memory holding zebra, deploy and
+    pipelin, and the one holding walrus, yak and pipelin."""
+    all_three = await seed.add("The zebra crossing needs a deploy pipeline before Friday.")
+    for n in range(4):
+        await seed.add(f"Our deploy pipeline broke again, note {n}.")
+    for n in range(8):
+        await seed.add(f"A pipeline for the data warehouse, note {n}.")
+    tied = await seed.add("Walrus and yak spotted near the pipeline.")
+    return all_three, tied
+
+
 @pytest.mark.parametrize("wide", [False, True])
 async def test_matched_lexemes_come_rarest_first(
     app: FastAPI, key: Key, seed: Seeder, wide: bool
@@ -375,14 +389,7 @@ async def test_matched_lexemes_come_rarest_first(
     """A pack item's matched lexemes (its reason) are ordered by idf, the rarest first, ties
     by lexeme, on both plans: the BM25 aggregates read them in lexeme order and the
     statement orders the returned rows' lists (``matched_by_idf``)."""
-    all_three = await seed.add("The zebra crossing needs a deploy pipeline before Friday.")
-    # df: zebra 1, deploy 5, pipelin 14 (these rank below the gate; they only count).
-    for n in range(4):
-        await seed.add(f"Our deploy pipeline broke again, note {n}.")
-    for n in range(8):
-        await seed.add(f"A pipeline for the data warehouse, note {n}.")
-    # Two lexemes of one df: ordered by lexeme.
-    tied = await seed.add("Walrus and yak spotted near the pipeline.")
+    all_three, tied = await _seed_lexeme_rarities(seed)
     scope = Scope(org_id=key.org_id, namespaces=["alice"])
     plan = _lexical_plan(app, "zebra yak walrus deploy pipeline")
     async with app.state.ctx.sessionmaker() as session:
@@ -400,12 +407,7 @@ async def test_a_wake_packs_matched_lexemes_come_rarest_first(
 ) -> None:
     """The wake statement scores a goal with the same BM25 and returns each picked row's
     matched lexemes rarest first, ties by lexeme (``matched_by_idf`` on the picked rows)."""
-    all_three = await seed.add("The zebra crossing needs a deploy pipeline before Friday.")
-    for n in range(4):
-        await seed.add(f"Our deploy pipeline broke again, note {n}.")
-    for n in range(8):
-        await seed.add(f"A pipeline for the data warehouse, note {n}.")
-    tied = await seed.add("Walrus and yak spotted near the pipeline.")
+    all_three, tied = await _seed_lexeme_rarities(seed)
     scope = Scope(org_id=key.org_id, namespaces=["alice"])
     async with app.state.ctx.sessionmaker() as session:
         result = await select_wake(
