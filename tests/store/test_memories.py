@@ -5,13 +5,17 @@ batch writes, within the same reach (namespace, type)."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 from fastapi import FastAPI
 
 from service.store import memories, namespace_indexes
+from service.store.models import EMBEDDING_DIMS
 from tests.conftest import Key
 
 FIRST = "We chose Postgres full-text search over Elasticsearch to keep one datastore."
@@ -86,3 +90,103 @@ async def test_batch_lists_near_duplicates_per_item(
     found = [[d["id"] for d in i["near_duplicates"]] for i in response.json()["items"]]
     assert found == [[first["id"]], [], []]
     assert bool(calls) == (path == "hnsw")
+
+
+def _unit(vector: np.ndarray) -> list[float]:
+    return (vector / np.linalg.norm(vector)).tolist()
+
+
+async def test_probes_crowding_a_namespace_find_what_one_probe_at_a_time_finds(
+    app: FastAPI, key: Key, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many probes into one namespace without an index of its own are compared with it in one
+    pass (``_near_joined``); each probe gets the same near duplicates as when probed alone
+    (``_near_exact``): same namespace and type, within reach (project, diary, a key's
+    projects), current and unexpired, at or above the threshold, the nearest ``limit``."""
+    rng = np.random.default_rng(26)
+    bases = [rng.standard_normal(EMBEDDING_DIMS) for _ in range(4)]
+    past = datetime.now(UTC) - timedelta(days=1)
+    rows: list[dict[str, Any]] = []
+
+    def add(n: int, base: int, **extra: Any) -> dict[str, Any]:
+        row = {
+            "org_id": key.org_id,
+            "id": uuid.uuid4(),
+            "namespace": "crowd",
+            "type": "decision",
+            "name": f"crowd {n}",
+            "content": f"Crowd memory {n}.",
+            "content_hash": f"{n:064x}",
+            "embedding": _unit(bases[base] + rng.normal(0, 0.05, EMBEDDING_DIMS)),
+            **extra,
+        }
+        rows.append(row)
+        return row
+
+    for n in range(7):  # more near copies of base 0 than a probe lists
+        add(n, 0)
+    add(10, 1, type="gotcha")
+    add(11, 1, project="p1")
+    add(12, 1, project="p2")
+    add(13, 1, agent_id="diary-a")
+    add(14, 2, expires_at=past)
+    newer = add(15, 2)
+    add(16, 2, superseded_by=newer["id"])
+    add(17, 3, namespace="crowd-b")
+    async with app.state.ctx.sessionmaker() as session:
+        await memories.MemoryRepository(session).insert_rows(rows, skip=None)
+        await session.commit()
+
+    def probe(i: int, base: int, type_: str = "decision", **where: Any) -> tuple[Any, ...]:
+        vector = _unit(bases[base] + rng.normal(0, 0.05, EMBEDDING_DIMS))
+        return (
+            i,
+            where.get("ns", "crowd"),
+            type_,
+            where.get("project"),
+            where.get("agent"),
+            vector,
+        )
+
+    probes = [
+        probe(0, 0),
+        probe(1, 1),
+        probe(2, 1, "gotcha"),
+        probe(3, 1, project="p1"),
+        probe(4, 1, project="p2"),
+        probe(5, 1, agent="diary-a"),
+        probe(6, 2),
+        probe(7, 3),
+        probe(8, 3, ns="crowd-b"),
+    ]
+    joined: list[int] = []
+    real = memories.MemoryRepository._near_joined
+
+    async def spy(self: Any, org_id: Any, crowd: Any, *args: Any) -> Any:
+        joined.extend(p[0] for p in crowd)
+        return await real(self, org_id, crowd, *args)
+
+    monkeypatch.setattr(memories.MemoryRepository, "_near_joined", spy)
+    for key_projects in ((), ("p1",)):
+        async with app.state.ctx.sessionmaker() as session:
+            repo = memories.MemoryRepository(session)
+            joined.clear()
+            together = await repo.near_duplicates(key.org_id, probes, 0.9, 5, key_projects)
+            assert sorted(joined) == list(range(8))  # crowd-b's one probe is scanned alone
+            alone: dict[int, Any] = {}
+            for p in probes:
+                alone.update(await repo._near_exact(key.org_id, [p], 0.9, 5, key_projects))
+        assert together == alone
+        found = {i: {name for _, name, _ in hits} for i, hits in together.items()}
+        assert len(found.pop(0)) == 5  # of the seven near copies, the nearest five
+        assert [s for _, _, s in together[0]] == sorted(
+            (s for _, _, s in together[0]), reverse=True
+        )
+        assert found == {
+            2: {"crowd 10"},  # its type
+            3: {"crowd 11"},  # its project
+            **({} if key_projects else {4: {"crowd 12"}}),  # p2 is outside the key's reach
+            5: {"crowd 13"},  # its diary
+            6: {"crowd 15"},  # neither the expired copy nor the superseded one
+            8: {"crowd 17"},
+        }
