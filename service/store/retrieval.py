@@ -216,8 +216,11 @@ def scope_rows_sql(scope: Scope, columns: str) -> str:
 
 
 def sql_literal(value: str | uuid.UUID) -> str:
-    """``value`` written as an SQL literal, quoted by psycopg."""
-    return pgsql.Literal(value).as_string()
+    """``value`` written as an SQL literal, quoted by psycopg, for a statement made by
+    SQLAlchemy's ``text``, which reads ``:name`` as a bind parameter even inside quotes (a
+    namespace segment may end in ``-`` or ``.`` before the next ``:``, as in ``a-:b``):
+    each colon is escaped (``\\:``), and ``text`` writes it back as a colon."""
+    return pgsql.Literal(value).as_string().replace(":", "\\:")
 
 
 def distinct(scope: Scope) -> list[str]:

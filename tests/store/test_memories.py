@@ -190,3 +190,29 @@ async def test_probes_crowding_a_namespace_find_what_one_probe_at_a_time_finds(
             6: {"crowd 15"},  # neither the expired copy nor the superseded one
             8: {"crowd 17"},
         }
+
+
+async def test_namespaces_written_into_statements_stay_literals(
+    app: FastAPI, client: httpx.AsyncClient, auth: dict[str, str], key: Key
+) -> None:
+    """Statements that write the org and namespaces into their text, so the planner proves a
+    namespace index's predicate (a wide scope's ranking, a batch's probes of an indexed
+    namespace), go through SQLAlchemy's ``text``, which reads ``:name`` as a parameter even
+    inside quotes. A segment may end in ``-`` or ``.`` before the next ``:``."""
+    ns = "lit-.:s-:t"
+    first = await _remember(client, auth, namespace=ns, content=FIRST)
+    await _remember(client, auth, namespace="lit-.", content=OTHER)
+    await _remember(client, auth, namespace="lit-.:s-", content=OTHER)
+    await namespace_indexes.sync(app.state.ctx.engine, 0, org_id=key.org_id)
+    context = await client.post(
+        "/v1/context",
+        json={"goal": "Postgres full-text search over Elasticsearch", "namespace": ns},
+        headers=auth,
+    )
+    assert context.status_code == 200, context.text
+    assert first["id"] in context.text
+    items = [{"namespace": ns, "type": "decision", "content": f"{NEAR} ({n})"} for n in range(5)]
+    response = await client.post("/v1/remember/batch", json={"items": items}, headers=auth)
+    assert response.status_code == 200, response.text
+    found = [[d["id"] for d in i["near_duplicates"]] for i in response.json()["items"]]
+    assert all(first["id"] in ids for ids in found)
