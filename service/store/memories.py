@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
@@ -201,7 +202,7 @@ def near_branch(key_projects: Sequence[str]) -> str:
     values bound as ``:namespace``, ``:type``, ``:project``, ``:agent`` and ``:vec``:
     constants the planner sees, so it proves the namespace index's predicate and takes the
     index (handed a LATERAL probe's columns it cannot; a batch's probes write the namespace
-    into the text instead, ``MemoryRepository._near_indexed``)."""
+    into the text instead, ``near_indexed_sql``)."""
     vec = "CAST(:vec AS vector)"
     return f"""(SELECT m.id, m.name, 1 - (m.embedding <=> {vec}) AS score
         FROM (SELECT CAST(:project AS text) AS project,
@@ -256,7 +257,7 @@ def probe_rows_params(
 
 CROWDED_PROBES = 4
 """Probes into one namespace without an index of its own from which ``near_duplicates``
-reads the namespace once for all of them (``_near_joined``) rather than once per probe.
+reads the namespace once for all of them (``near_joined_sql``) rather than once per probe.
 A probe's own scan visits each row through the btree (about 1.1 µs a row, measured); the
 join reads each row once and computes each (probe, row) cosine (about 0.35 µs): from a few
 probes on, one pass is cheaper."""
@@ -266,6 +267,85 @@ def crowded_namespaces(namespaces: Iterable[str]) -> set[str]:
     """The namespaces that ``CROWDED_PROBES`` or more of ``namespaces`` (one per probe) name."""
     counts = Counter(namespaces)
     return {ns for ns, n in counts.items() if n >= CROWDED_PROBES}
+
+
+def near_exact_sql(key_projects: Sequence[str]) -> str:
+    """``near_duplicates`` by an exact scan of each probe's namespace (``near_order``), over
+    ``PROBE_ROWS_SQL``'s rows."""
+    return f"""
+        SELECT p.idx, m.id, m.name, 1 - m.dist AS score
+        FROM ({PROBE_ROWS_SQL}) p
+        CROSS JOIN LATERAL (
+            SELECT m.id, m.name, m.embedding <=> p.vec AS dist
+            FROM memories m
+            WHERE m.org_id = :org AND m.namespace = p.namespace AND m.type = p.type
+              AND m.superseded_by IS NULL AND {_dup_reach_sql(key_projects)}
+            -- "+ 0": an exact scan of the namespace behind the btree (see near_order)
+            ORDER BY {near_order(False)}
+            LIMIT :lim
+        ) m
+        WHERE 1 - m.dist >= :threshold
+        ORDER BY p.idx, score DESC"""
+
+
+def near_joined_sql(key_projects: Sequence[str]) -> str:
+    """``near_duplicates`` of many probes into the same few namespaces without indexes of
+    their own (``:crowded``; a batch into one namespace): each namespace's memories are read
+    once and compared with all of its probes (a join on namespace and type), where a scan
+    per probe (``near_exact_sql``) read them once per probe (500 probes into a
+    2,000-memory namespace: 1.1-1.4 s of execution, against 0.35-0.45 s joined;
+    docs/context.md, 'A batch into one namespace'). The same duplicates: the memories
+    within reach at or above ``:threshold``, the ``:lim`` nearest of each probe."""
+    return f"""
+        WITH p AS MATERIALIZED ({PROBE_ROWS_SQL})
+        SELECT idx, id, name, score
+        FROM (
+            SELECT p.idx, m.id, m.name, 1 - (m.embedding <=> p.vec) AS score,
+                   row_number() OVER (PARTITION BY p.idx
+                                      ORDER BY m.embedding <=> p.vec) AS nearest
+            FROM p
+            JOIN memories m
+              ON m.org_id = :org AND m.namespace = p.namespace AND m.type = p.type
+            WHERE m.namespace = ANY(CAST(:crowded AS text[]))
+              AND m.superseded_by IS NULL AND {_dup_reach_sql(key_projects)}
+              AND 1 - (m.embedding <=> p.vec) >= :threshold
+        ) m
+        WHERE nearest <= :lim
+        ORDER BY idx, score DESC"""
+
+
+def near_indexed_sql(
+    org_id: uuid.UUID, namespaces: Iterable[str], key_projects: Sequence[str]
+) -> str:
+    """``near_duplicates`` through HNSW: a branch per namespace whose probes each walk its
+    graph (a LATERAL nearest-neighbour query, ``near_order``), the org and namespace written
+    into the text so the planner proves the namespace index's predicate (bound as
+    parameters, or read from the probe's columns, it cannot). A branch per probe, as
+    before, was planned once per probe: 500 probes into one namespace took 220-270 ms to
+    plan and 300 ms to run, against 4-6 and 150-170 ms (docs/context.md, 'A batch into one
+    namespace')."""
+    org = sql_literal(org_id)
+    branches = []
+    for namespace in sorted(namespaces):
+        ns = sql_literal(namespace)
+        branches.append(
+            f"""(SELECT p.idx, m.id, m.name, 1 - m.dist AS score
+            FROM p CROSS JOIN LATERAL (
+                SELECT m.id, m.name, m.embedding <=> p.vec AS dist
+                FROM memories m
+                WHERE m.org_id = {org} AND m.namespace = {ns} AND m.type = p.type
+                  AND m.superseded_by IS NULL AND {_dup_reach_sql(key_projects)}
+                ORDER BY {near_order(True)}
+                LIMIT :lim
+            ) m
+            WHERE p.namespace = {ns})"""
+        )
+    return (
+        f"WITH p AS MATERIALIZED ({PROBE_ROWS_SQL}) "
+        "SELECT idx, id, name, score FROM ("
+        + " UNION ALL ".join(branches)
+        + ") b WHERE score >= :threshold ORDER BY idx, score DESC"
+    )
 
 
 def _dup_reach_sql(key_projects: Sequence[str]) -> str:
@@ -474,149 +554,28 @@ class MemoryRepository:
         memories of the same namespace and type within the duplicate reach whose cosine is at
         least ``threshold``, best first.
 
-        One round trip per plan (usually one for the whole batch): a LATERAL
-        nearest-neighbour query per probe, exact in a namespace without an index of its own,
-        through the namespace's HNSW index otherwise; the probes of a namespace without an
-        index that holds ``CROWDED_PROBES`` or more of them are compared with its memories in
-        one pass (``_near_joined``)."""
+        One round trip per plan (usually one for the whole batch): exact in a namespace
+        without an index of its own (``near_exact_sql``, or ``near_joined_sql`` for a
+        namespace that ``CROWDED_PROBES`` or more of the probes name), through the
+        namespace's HNSW index otherwise (``near_indexed_sql``)."""
         if not probes:
             return {}
         big = await self._indexed(org_id, {p[1] for p in probes})
-        out: dict[int, list[tuple[uuid.UUID, str, float]]] = {}
         exact = [p for p in probes if p[1] not in big]
-        indexed = [p for p in probes if p[1] in big]
         crowded = crowded_namespaces(p[1] for p in exact)
-        sparse = [p for p in exact if p[1] not in crowded]
-        if sparse:
-            out.update(await self._near_exact(org_id, sparse, threshold, limit, key_projects))
-        if crowded:
-            out.update(
-                await self._near_joined(
-                    org_id,
-                    [p for p in exact if p[1] in crowded],
-                    threshold,
-                    limit,
-                    key_projects,
-                )
-            )
-        if indexed:
-            out.update(await self._near_indexed(org_id, indexed, threshold, limit, key_projects))
-        return out
-
-    async def _near_exact(
-        self,
-        org_id: uuid.UUID,
-        probes: Sequence[tuple[int, str, str, str | None, str | None, Any]],
-        threshold: float,
-        limit: int,
-        key_projects: Sequence[str],
-    ) -> dict[int, list[tuple[uuid.UUID, str, float]]]:
-        """``near_duplicates`` by an exact scan of each probe's namespace (``near_order``)."""
-        sql = text(
-            f"""
-            SELECT p.idx, m.id, m.name, 1 - m.dist AS score
-            FROM ({PROBE_ROWS_SQL}) p
-            CROSS JOIN LATERAL (
-                SELECT m.id, m.name, m.embedding <=> p.vec AS dist
-                FROM memories m
-                WHERE m.org_id = :org AND m.namespace = p.namespace AND m.type = p.type
-                  AND m.superseded_by IS NULL AND {_dup_reach_sql(key_projects)}
-                -- "+ 0": an exact scan of the namespace behind the btree (see near_order)
-                ORDER BY (m.embedding <=> p.vec) + 0
-                LIMIT :lim
-            ) m
-            WHERE 1 - m.dist >= :threshold
-            ORDER BY p.idx, score DESC
-            """
-        )
-        params = probe_rows_params(org_id, probes, threshold, limit, key_projects)
+        plans: list[tuple[Callable[[Sequence[str]], str], list[Any], dict[str, Any]]] = [
+            (near_exact_sql, [p for p in exact if p[1] not in crowded], {}),
+            (near_joined_sql, [p for p in exact if p[1] in crowded], {"crowded": sorted(crowded)}),
+            (partial(near_indexed_sql, org_id, big), [p for p in probes if p[1] in big], {}),
+        ]
         out: dict[int, list[tuple[uuid.UUID, str, float]]] = {}
-        for idx, mid, name, score in (await self.session.execute(sql, params)).all():
-            out.setdefault(idx, []).append((mid, name, float(score)))
-        return out
-
-    async def _near_joined(
-        self,
-        org_id: uuid.UUID,
-        probes: Sequence[tuple[int, str, str, str | None, str | None, Any]],
-        threshold: float,
-        limit: int,
-        key_projects: Sequence[str],
-    ) -> dict[int, list[tuple[uuid.UUID, str, float]]]:
-        """``near_duplicates`` of many probes into the same few namespaces without indexes of
-        their own (a batch into one namespace): each namespace's memories are read once and
-        compared with all of its probes (a join on namespace and type), where a scan per probe
-        read them once per probe (500 probes into a 2,000-memory namespace: 1.1-1.4 s of
-        execution, against 0.35-0.45 s joined; docs/context.md, 'A batch into one
-        namespace'). The same duplicates as ``_near_exact``: the memories within reach at or
-        above ``threshold``, the ``limit`` nearest of each probe."""
-        sql = text(
-            f"""
-            WITH p AS MATERIALIZED ({PROBE_ROWS_SQL})
-            SELECT idx, id, name, score
-            FROM (
-                SELECT p.idx, m.id, m.name, 1 - (m.embedding <=> p.vec) AS score,
-                       row_number() OVER (PARTITION BY p.idx
-                                          ORDER BY m.embedding <=> p.vec) AS nearest
-                FROM p
-                JOIN memories m
-                  ON m.org_id = :org AND m.namespace = p.namespace AND m.type = p.type
-                WHERE m.namespace = ANY(CAST(:crowded AS text[]))
-                  AND m.superseded_by IS NULL AND {_dup_reach_sql(key_projects)}
-                  AND 1 - (m.embedding <=> p.vec) >= :threshold
-            ) m
-            WHERE nearest <= :lim
-            ORDER BY idx, score DESC
-            """
-        )
-        params = probe_rows_params(org_id, probes, threshold, limit, key_projects)
-        params["crowded"] = sorted({p[1] for p in probes})
-        out: dict[int, list[tuple[uuid.UUID, str, float]]] = {}
-        for idx, mid, name, score in (await self.session.execute(sql, params)).all():
-            out.setdefault(idx, []).append((mid, name, float(score)))
-        return out
-
-    async def _near_indexed(
-        self,
-        org_id: uuid.UUID,
-        probes: Sequence[tuple[int, str, str, str | None, str | None, Any]],
-        threshold: float,
-        limit: int,
-        key_projects: Sequence[str],
-    ) -> dict[int, list[tuple[uuid.UUID, str, float]]]:
-        """``near_duplicates`` through HNSW: one statement, a branch per namespace whose
-        probes each walk its graph (a LATERAL nearest-neighbour query, ``near_order``), with
-        the org and namespace written into the text so the planner proves the namespace
-        index's predicate (bound as parameters, or read from the probe's columns, it cannot).
-        A branch per probe, as before, was planned once per probe: 500 probes into one
-        namespace took 220-270 ms to plan and 300 ms to run, against 4-6 and 150-170 ms
-        (docs/context.md, 'A batch into one namespace')."""
-        org = sql_literal(org_id)
-        branches = []
-        for namespace in sorted({p[1] for p in probes}):
-            ns = sql_literal(namespace)
-            branches.append(
-                f"""(SELECT p.idx, m.id, m.name, 1 - m.dist AS score
-                FROM p CROSS JOIN LATERAL (
-                    SELECT m.id, m.name, m.embedding <=> p.vec AS dist
-                    FROM memories m
-                    WHERE m.org_id = {org} AND m.namespace = {ns} AND m.type = p.type
-                      AND m.superseded_by IS NULL AND {_dup_reach_sql(key_projects)}
-                    ORDER BY {near_order(True)}
-                    LIMIT :lim
-                ) m
-                WHERE p.namespace = {ns})"""
-            )
-        sql = text(
-            f"WITH p AS MATERIALIZED ({PROBE_ROWS_SQL}) "
-            "SELECT idx, id, name, score FROM ("
-            + " UNION ALL ".join(branches)
-            + ") b WHERE score >= :threshold ORDER BY idx, score DESC"
-        )
-        params = probe_rows_params(org_id, probes, threshold, limit, key_projects)
-        out: dict[int, list[tuple[uuid.UUID, str, float]]] = {}
-        for idx, mid, name, score in (await self.session.execute(sql, params)).all():
-            out.setdefault(idx, []).append((mid, name, float(score)))
+        for build, group, extra in plans:
+            if not group:
+                continue
+            params = probe_rows_params(org_id, group, threshold, limit, key_projects) | extra
+            sql = text(build(key_projects))
+            for idx, mid, name, score in (await self.session.execute(sql, params)).all():
+                out.setdefault(idx, []).append((mid, name, float(score)))
         return out
 
     async def probe_one(

@@ -100,8 +100,8 @@ async def test_probes_crowding_a_namespace_find_what_one_probe_at_a_time_finds(
     app: FastAPI, key: Key, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Many probes into one namespace without an index of its own are compared with it in one
-    pass (``_near_joined``); each probe gets the same near duplicates as when probed alone
-    (``_near_exact``): same namespace and type, within reach (project, diary, a key's
+    pass (``near_joined_sql``); each probe gets the same near duplicates as when probed alone
+    (``near_exact_sql``): same namespace and type, within reach (project, diary, a key's
     projects), current and unexpired, at or above the threshold, the nearest ``limit``."""
     rng = np.random.default_rng(26)
     bases = [rng.standard_normal(EMBEDDING_DIMS) for _ in range(4)]
@@ -159,23 +159,24 @@ async def test_probes_crowding_a_namespace_find_what_one_probe_at_a_time_finds(
         probe(7, 3),
         probe(8, 3, ns="crowd-b"),
     ]
-    joined: list[int] = []
-    real = memories.MemoryRepository._near_joined
+    joined: list[Any] = []
+    real = memories.near_joined_sql
 
-    async def spy(self: Any, org_id: Any, crowd: Any, *args: Any) -> Any:
-        joined.extend(p[0] for p in crowd)
-        return await real(self, org_id, crowd, *args)
+    def spy(key_projects: Any) -> str:
+        joined.append(key_projects)
+        return real(key_projects)
 
-    monkeypatch.setattr(memories.MemoryRepository, "_near_joined", spy)
+    monkeypatch.setattr(memories, "near_joined_sql", spy)
     for key_projects in ((), ("p1",)):
         async with app.state.ctx.sessionmaker() as session:
             repo = memories.MemoryRepository(session)
-            joined.clear()
             together = await repo.near_duplicates(key.org_id, probes, 0.9, 5, key_projects)
-            assert sorted(joined) == list(range(8))  # crowd-b's one probe is scanned alone
+            assert joined == [key_projects]  # one pass for crowd's eight probes
+            joined.clear()
             alone: dict[int, Any] = {}
             for p in probes:
-                alone.update(await repo._near_exact(key.org_id, [p], 0.9, 5, key_projects))
+                alone.update(await repo.near_duplicates(key.org_id, [p], 0.9, 5, key_projects))
+            assert joined == []  # each probe alone scans its namespace
         assert together == alone
         found = {i: {name for _, name, _ in hits} for i, hits in together.items()}
         assert len(found.pop(0)) == 5  # of the seven near copies, the nearest five
