@@ -55,6 +55,24 @@ async def test_a_big_namespace_gets_its_own_indexes_and_loses_them_when_it_shrin
     built = await namespace_indexes.sync(engine, 4, org_id=key.org_id)
     assert set(built.built) == _names(key.org_id, "team")
     assert await _indexed(app, key.org_id, scope) == {"team"}
+    # The graph is built with the module's parameters (on Citus, on each shard).
+    async with engine.connect() as conn:
+        options = (
+            (
+                await conn.execute(
+                    text(
+                        "SELECT array_to_string(reloptions, ',') FROM pg_class"
+                        " WHERE relname LIKE CAST(:name AS text) || '%'"
+                    ),
+                    {"name": index_name(key.org_id, "team", VECTOR)},
+                )
+            )
+            .scalars()
+            .all()
+        )
+    assert options and all(
+        o == f"m=16,ef_construction={namespace_indexes.HNSW_EF_CONSTRUCTION}" for o in options
+    )
     # Nothing to do the second time.
     assert await namespace_indexes.sync(engine, 4, org_id=key.org_id) == (
         namespace_indexes.SyncReport()
