@@ -197,6 +197,28 @@ def near_order(indexed: bool, vec: str = "p.vec") -> str:
     return f"m.embedding <=> {vec}" if indexed else f"(m.embedding <=> {vec}) + 0"
 
 
+def near_lateral(
+    key_projects: Sequence[str],
+    *,
+    indexed: bool,
+    org: str = ":org",
+    namespace: str = "p.namespace",
+    type_: str = "p.type",
+) -> str:
+    """``CROSS JOIN LATERAL`` the ``:lim`` nearest memories of probe ``p`` (a row with
+    ``namespace``, ``project``, ``agent_id`` and ``vec``) as ``m (id, name, dist)``: current
+    ones of the org ``org``, namespace ``namespace`` and type ``type_`` (SQL: a parameter, a
+    literal or a column of ``p``) within the duplicate reach, in ``near_order``."""
+    return f"""CROSS JOIN LATERAL (
+            SELECT m.id, m.name, m.embedding <=> p.vec AS dist
+            FROM memories m
+            WHERE m.org_id = {org} AND m.namespace = {namespace} AND m.type = {type_}
+              AND m.superseded_by IS NULL AND {_dup_reach_sql(key_projects)}
+            ORDER BY {near_order(indexed)}
+            LIMIT :lim
+        ) m"""
+
+
 def near_branch(key_projects: Sequence[str]) -> str:
     """A single write's near duplicates through HNSW (``probe_one``, ``near_order``), its
     values bound as ``:namespace``, ``:type``, ``:project``, ``:agent`` and ``:vec``:
@@ -275,15 +297,7 @@ def near_exact_sql(key_projects: Sequence[str]) -> str:
     return f"""
         SELECT p.idx, m.id, m.name, 1 - m.dist AS score
         FROM ({PROBE_ROWS_SQL}) p
-        CROSS JOIN LATERAL (
-            SELECT m.id, m.name, m.embedding <=> p.vec AS dist
-            FROM memories m
-            WHERE m.org_id = :org AND m.namespace = p.namespace AND m.type = p.type
-              AND m.superseded_by IS NULL AND {_dup_reach_sql(key_projects)}
-            -- "+ 0": an exact scan of the namespace behind the btree (see near_order)
-            ORDER BY {near_order(False)}
-            LIMIT :lim
-        ) m
+        {near_lateral(key_projects, indexed=False)}
         WHERE 1 - m.dist >= :threshold
         ORDER BY p.idx, score DESC"""
 
@@ -330,14 +344,7 @@ def near_indexed_sql(
         ns = sql_literal(namespace)
         branches.append(
             f"""(SELECT p.idx, m.id, m.name, 1 - m.dist AS score
-            FROM p CROSS JOIN LATERAL (
-                SELECT m.id, m.name, m.embedding <=> p.vec AS dist
-                FROM memories m
-                WHERE m.org_id = {org} AND m.namespace = {ns} AND m.type = p.type
-                  AND m.superseded_by IS NULL AND {_dup_reach_sql(key_projects)}
-                ORDER BY {near_order(True)}
-                LIMIT :lim
-            ) m
+            FROM p {near_lateral(key_projects, indexed=True, org=org, namespace=ns)}
             WHERE p.namespace = {ns})"""
         )
     return (
@@ -597,14 +604,7 @@ class MemoryRepository:
         reach = _dup_reach_sql(key_projects)
         indexed = bool(await self._indexed(org_id, {namespace}))
         near_one = f"""(SELECT false, m.id, m.name, 1 - m.dist
-             FROM p CROSS JOIN LATERAL (
-                 SELECT m.id, m.name, m.embedding <=> p.vec AS dist
-                 FROM memories m
-                 WHERE m.org_id = :org AND m.namespace = p.namespace AND m.type = :type
-                   AND m.superseded_by IS NULL AND {reach}
-                 ORDER BY {near_order(False)}
-                 LIMIT :lim
-             ) m
+             FROM p {near_lateral(key_projects, indexed=False, type_=":type")}
              WHERE 1 - m.dist >= :threshold)"""
         if indexed:
             near_one = f"""(SELECT false, b.id, b.name, b.score

@@ -53,8 +53,8 @@ PREFIX = "ix_memories_ns_"
 VECTOR = "v"
 TEXT = "t"
 # HNSW build parameters. m as the table-wide index had it (migration 0001). ef_construction
-# 32 rather than that index's 64, chosen by measured recall (docs/context.md, "A batch into
-# one namespace"): with 200 LoCoMo questions against an exact scan, on the 100k user's 40k-
+# 32 rather than that index's 64, chosen by measured recall (docs/context.md, "The graph's
+# build parameter"): with 200 LoCoMo questions against an exact scan, on the 100k user's 40k-
 # and 13k-memory namespaces, recall@10 at ef_search 48 was 0.9935 / 0.997 against 0.9925 /
 # 0.997 at 64, recall@48 0.9943 / 0.998 against 0.9956 / 0.9986, recall@10 at ef_search 200
 # 1.0 for both; 500 rows inserted in 0.81-1.16 / 0.71-0.91 s against 1.33-1.72 / 0.98-1.06.

@@ -71,7 +71,9 @@ async def test_a_big_namespace_gets_its_own_indexes_and_loses_them_when_it_shrin
             .all()
         )
     assert options and all(
-        o == f"m=16,ef_construction={namespace_indexes.HNSW_EF_CONSTRUCTION}" for o in options
+        o
+        == f"m={namespace_indexes.HNSW_M},ef_construction={namespace_indexes.HNSW_EF_CONSTRUCTION}"
+        for o in options
     )
     # Nothing to do the second time.
     assert await namespace_indexes.sync(engine, 4, org_id=key.org_id) == (
