@@ -263,7 +263,9 @@ class _CoreSettings(BaseSettings):
         60,
         description="Seconds between passes of the namespace index job, which builds the "
         "indexes of namespaces above `exact_scan_max_rows` and drops those of namespaces that "
-        "fell to half of it (0 disables; `ctxpack db index` runs one pass).",
+        "fell to half of it (0 disables; `ctxpack db index` runs one pass, and "
+        "`ctxpack db index --rebuild` also rebuilds, online, the graphs an earlier release "
+        "built with other parameters; docs/context.md).",
     )
 
     # --- limits, audit, observability -----------------------------------------------------

@@ -13,6 +13,7 @@ vars ``CTXPACK_DATA_DIR``, ``CTXPACK_DATABASE_URL``) and works while the server 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import sys
@@ -44,9 +45,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     if settings.migrate_on_start:
         upgrade(url)
     if settings.print_bootstrap_key:
-        created = in_session(
-            settings, bootstrap_admin_key, database_url=url, check_schema=False
-        )
+        created = in_session(settings, bootstrap_admin_key, database_url=url, check_schema=False)
         if created is not None:
             print(
                 "ctxpack: created org 'default' and an admin key. It is shown once; keep it:",
@@ -66,12 +65,15 @@ async def _database_url(resources: Resources) -> str:
     return resources.database_url
 
 
-async def _index_namespaces(resources: Resources) -> Any:
+async def _index_namespaces(resources: Resources, rebuild: bool) -> Any:
     from service.domain.namespace_indexes import index_namespaces
 
     settings = resources.settings
     return await index_namespaces(
-        resources.engine, settings.exact_scan_max_rows, settings.namespace_index_max
+        resources.engine,
+        settings.exact_scan_max_rows,
+        settings.namespace_index_max,
+        rebuild=rebuild,
     )
 
 
@@ -88,8 +90,13 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
     from service.store.database import alembic_config, downgrade, upgrade
 
     if args.db_command == "index":
-        report = with_resources(settings, _index_namespaces)
-        print(f"namespace indexes: {len(report.built)} built, {len(report.dropped)} dropped")
+        report = with_resources(
+            settings, functools.partial(_index_namespaces, rebuild=args.rebuild)
+        )
+        print(
+            f"namespace indexes: {len(report.built)} built, {len(report.dropped)} dropped, "
+            f"{len(report.rebuilt)} rebuilt"
+        )
         return 0
     url = with_resources(settings, _database_url, check_schema=False)
     if args.db_command == "upgrade":
@@ -178,6 +185,14 @@ def add_parsers(sub: Any) -> None:
         p = db_sub.add_parser(name, help=help_text, description=help_text)
         if name in ("upgrade", "downgrade"):
             p.add_argument("revision", nargs="?", help="target revision")
+        if name == "index":
+            p.add_argument(
+                "--rebuild",
+                action="store_true",
+                help="also rebuild, online, the vector indexes built with other parameters "
+                "than this release's (an earlier release's ef_construction 64): faster "
+                "inserts into big namespaces, the same recall",
+            )
         db_options(p)
     db.set_defaults(handler=cmd_db)
 

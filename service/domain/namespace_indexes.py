@@ -22,15 +22,25 @@ from service.store.namespace_indexes import SyncReport
 log = logging.getLogger("ctxpack.namespace_indexes")
 
 
-async def index_namespaces(engine: AsyncEngine, min_rows: int, max_indexed: int) -> SyncReport:
+async def index_namespaces(
+    engine: AsyncEngine, min_rows: int, max_indexed: int, *, rebuild: bool = False
+) -> SyncReport:
     """One pass: build the indexes of namespaces above ``min_rows`` memories (the biggest
-    ``max_indexed``), drop those of namespaces at half that or fewer. Index names only are
-    logged: they are hashes, never an org's or a namespace's name."""
-    report = await namespace_indexes.sync(engine, min_rows, max_indexed=max_indexed)
-    if report.built or report.dropped:
+    ``max_indexed``), drop those of namespaces at half that or fewer; ``rebuild`` (by hand
+    only: ``ctxpack db index --rebuild``): rebuild the graphs built with other parameters
+    than today's. Index names only are logged: they are hashes, never an org's or a
+    namespace's name."""
+    report = await namespace_indexes.sync(
+        engine, min_rows, max_indexed=max_indexed, rebuild=rebuild
+    )
+    if report.built or report.dropped or report.rebuilt:
         log.info(
             "namespace_indexes_synced",
-            extra={"built": list(report.built), "dropped": list(report.dropped)},
+            extra={
+                "built": list(report.built),
+                "dropped": list(report.dropped),
+                "rebuilt": list(report.rebuilt),
+            },
         )
     return report
 

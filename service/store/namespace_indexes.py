@@ -30,7 +30,10 @@ Lifecycle (``sync``, run by the namespace index job, domain/namespace_indexes.py
   moved) is dropped (``DROP INDEX CONCURRENTLY``), so an erased namespace's name does not
   stay in the catalog, and a namespace near the threshold is not rebuilt back and forth;
 - a build that failed half-way (an invalid index) is dropped and built again;
-- one process syncs at a time (a session advisory lock); the others skip the round.
+- one process syncs at a time (a session advisory lock); the others skip the round;
+- on request (``ctxpack db index --rebuild``), a graph built with other parameters than
+  today's (``GRAPH_OPTIONS``; an earlier release built with ef_construction 64) is rebuilt
+  under its name with REINDEX CONCURRENTLY, the old graph answering meanwhile.
 
 On Citus the index is created on the distributed table, and Citus builds it on every shard
 (empty on the shards that do not hold the org); the statement that uses it is routed to the
@@ -61,6 +64,9 @@ TEXT = "t"
 # Indexes built before keep the parameters they were built with (same recall).
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 32
+# The graph's build parameters as CREATE INDEX ... WITH and ALTER INDEX ... SET take them, and
+# as the catalog (pg_class.reloptions) lists them.
+GRAPH_OPTIONS = (f"m={HNSW_M}", f"ef_construction={HNSW_EF_CONSTRUCTION}")
 # maintenance_work_mem of a build: a 100k-row graph (about 160 MB) is built in memory.
 BUILD_MEMORY = "512MB"
 # pg_try_advisory_lock key of the sync (any constant distinct from the others in store/).
@@ -122,11 +128,13 @@ async def indexed_namespaces(
 
 @dataclass(frozen=True)
 class SyncReport:
-    """What one ``sync`` did: index names built and dropped; ``skipped`` when another
-    process held the lock."""
+    """What one ``sync`` did: index names built, dropped and rebuilt (``rebuild``: a graph
+    built with other parameters than ``GRAPH_OPTIONS``); ``skipped`` when another process
+    held the lock."""
 
     built: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()
+    rebuilt: tuple[str, ...] = ()
     skipped: bool = False
 
 
@@ -154,8 +162,7 @@ def _create_sql(kind: str) -> str:
     index (``:name``, ``:org``, ``:namespace``), its values quoted by Postgres (``format``'s
     %I and %L)."""
     using = (
-        f"hnsw (embedding vector_cosine_ops) WITH (m = {HNSW_M}, "
-        f"ef_construction = {HNSW_EF_CONSTRUCTION})"
+        f"hnsw (embedding vector_cosine_ops) WITH ({', '.join(GRAPH_OPTIONS)})"
         if kind == VECTOR
         else "gin (tsv)"
     )
@@ -167,14 +174,62 @@ def _create_sql(kind: str) -> str:
     )
 
 
+async def _ddl(conn: AsyncConnection, sql: str, **params: str) -> None:
+    """Run the DDL that ``sql`` (a SELECT of ``format``, which quotes the values) returns."""
+    await conn.exec_driver_sql((await conn.execute(text(sql), params)).scalar_one())
+
+
 async def _drop(conn: AsyncConnection, name: str) -> None:
-    ddl = (
-        await conn.execute(
-            text("SELECT format('DROP INDEX CONCURRENTLY IF EXISTS %I', CAST(:name AS text))"),
-            {"name": name},
-        )
-    ).scalar_one()
-    await conn.exec_driver_sql(ddl)
+    await _ddl(
+        conn,
+        "SELECT format('DROP INDEX CONCURRENTLY IF EXISTS %I', CAST(:name AS text))",
+        name=name,
+    )
+
+
+GRAPH_OPTIONS_SQL = text(
+    """
+    SELECT c.relname, coalesce(c.reloptions, CAST('{}' AS text[]))
+    FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+    WHERE i.indrelid = CAST('memories' AS regclass) AND i.indisvalid AND i.indisready
+      AND c.relname = ANY(CAST(:names AS text[]))
+    """
+)
+"""The build parameters of the valid indexes among ``:names`` (none listed: pgvector's
+defaults, m 16 and ef_construction 64)."""
+
+# One graph rebuilt with the module's parameters: they are set on the index, then REINDEX
+# CONCURRENTLY builds a new graph beside the old one, which answers until the new one
+# takes its name (writes go on meanwhile); on failure the old parameters are set back, so
+# that the next ``--rebuild`` tries again. Citus carries both to every shard.
+SET_OPTIONS_SQL = "SELECT format('ALTER INDEX %I SET (' || :options || ')', CAST(:name AS text))"
+RESET_OPTIONS_SQL = (
+    "SELECT format('ALTER INDEX %I RESET (m, ef_construction)', CAST(:name AS text))"
+)
+REINDEX_SQL = "SELECT format('REINDEX INDEX CONCURRENTLY %I', CAST(:name AS text))"
+
+
+async def _rebuild_stale(conn: AsyncConnection, names: Iterable[str]) -> list[str]:
+    """Rebuild those of the vector indexes ``names`` whose graph was built with other
+    parameters than ``GRAPH_OPTIONS`` (an index of an earlier release, built with
+    ef_construction 64): inserts into the new graph are faster, its recall the same
+    (docs/context.md, "The graph's build parameter")."""
+    rebuilt: list[str] = []
+    rows = (await conn.execute(GRAPH_OPTIONS_SQL, {"names": sorted(names)})).all()
+    for name, options in sorted(rows):
+        if set(options) == set(GRAPH_OPTIONS):
+            continue
+        await _ddl(conn, SET_OPTIONS_SQL, name=name, options=", ".join(GRAPH_OPTIONS))
+        try:
+            await _ddl(conn, REINDEX_SQL, name=name)
+        except Exception:
+            if options:
+                await _ddl(conn, SET_OPTIONS_SQL, name=name, options=", ".join(options))
+            else:
+                await _ddl(conn, RESET_OPTIONS_SQL, name=name)
+            raise
+        rebuilt.append(name)
+    return rebuilt
 
 
 async def sync(
@@ -182,6 +237,8 @@ async def sync(
     min_rows: int,
     org_id: uuid.UUID | None = None,
     max_indexed: int | None = None,
+    *,
+    rebuild: bool = False,
 ) -> SyncReport:
     """Build the indexes of namespaces above ``min_rows`` memories and drop those of
     namespaces at ``min_rows // 2`` or fewer (see the module docstring). Runs its DDL on a
@@ -192,10 +249,15 @@ async def sync(
     memory at all any more (an erased namespace): the next whole pass drops those.
 
     ``max_indexed``: at most this many namespaces keep or get indexes, the biggest first
-    (each index of the table adds to the planning of every statement that reads it)."""
+    (each index of the table adds to the planning of every statement that reads it).
+
+    ``rebuild``: also rebuild the kept graphs built with other parameters than
+    ``GRAPH_OPTIONS`` (``_rebuild_stale``; ``ctxpack db index --rebuild``). Never done by the
+    job: a 100k-memory graph takes minutes of CPU to build again, an operator's call."""
     keep = min_rows // 2
     built: list[str] = []
     dropped: list[str] = []
+    rebuilt: list[str] = []
     async with engine.connect() as raw:
         conn = await raw.execution_options(isolation_level="AUTOCOMMIT")
         got = (
@@ -228,17 +290,20 @@ async def sync(
                         continue
                     if name in catalog:  # a build that failed half-way
                         await _drop(conn, name)
-                    params = {"name": name, "org": str(org), "namespace": namespace}
-                    ddl = (await conn.execute(text(_create_sql(kind)), params)).scalar_one()
-                    await conn.exec_driver_sql(ddl)
+                    await _ddl(
+                        conn, _create_sql(kind), name=name, org=str(org), namespace=namespace
+                    )
                     built.append(name)
             stale = set(catalog) - wanted if org_id is None else set(catalog) & unwanted
             for name in sorted(stale):
                 await _drop(conn, name)
                 dropped.append(name)
+            if rebuild:
+                graphs = {n for n in wanted if n.endswith(f"_{VECTOR}")} - set(built)
+                rebuilt = await _rebuild_stale(conn, graphs)
         finally:
             await conn.exec_driver_sql("RESET maintenance_work_mem")
             await conn.exec_driver_sql("RESET statement_timeout")
             await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": SYNC_LOCK_KEY})
     forget_ready()
-    return SyncReport(built=tuple(built), dropped=tuple(dropped))
+    return SyncReport(built=tuple(built), dropped=tuple(dropped), rebuilt=tuple(rebuilt))

@@ -55,6 +55,16 @@ def test_db_current(pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["db", "current", "--database-url", pg_url]) == 0
 
 
+def test_db_index_says_what_it_built_dropped_and_rebuilt(
+    pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One pass of the namespace index job by hand; ``--rebuild`` also rebuilds the graphs
+    built with other parameters (tests/store/test_namespace_indexes.py shows it does)."""
+    assert main(["db", "index", "--rebuild", "--database-url", pg_url]) == 0
+    out = capsys.readouterr().out
+    assert re.fullmatch(r"namespace indexes: \d+ built, \d+ dropped, \d+ rebuilt\n", out), out
+
+
 async def test_created_key_authenticates(pg_url: str, client: httpx.AsyncClient, capsys: pytest.CaptureFixture[str]) -> None:
     # The CLI runs its own event loop: call it from a worker thread, as a separate process would.
     args = ["keys", "create", "--org", "cli-auth", "--database-url", pg_url]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
 from fastapi import FastAPI
 from sqlalchemy import text
 
@@ -124,6 +125,87 @@ async def test_a_build_that_failed_half_way_is_built_again(
     report = await namespace_indexes.sync(engine, 2, org_id=key.org_id)
     assert report.built == (broken,)
     assert await _indexed(app, key.org_id, ["ops"]) == {"ops"}
+
+
+async def _graph_options(app: FastAPI, name: str) -> list[set[str]]:
+    """The build parameters of index ``name``: of the table's index and, on Citus, of each
+    shard's (named ``<name>_<shard id>``)."""
+    async with app.state.ctx.engine.connect() as conn:
+        rows = await conn.execute(
+            text(
+                "SELECT coalesce(reloptions, CAST('{}' AS text[])) FROM pg_class"
+                " WHERE relname = CAST(:name AS text)"
+                " OR relname ~ ('^' || CAST(:name AS text) || '_[0-9]+$')"
+            ),
+            {"name": name},
+        )
+        return [set(options) for (options,) in rows]
+
+
+async def _ddl(app: FastAPI, *statements: str) -> None:
+    async with app.state.ctx.engine.connect() as raw:
+        conn = await raw.execution_options(isolation_level="AUTOCOMMIT")
+        for sql in statements:
+            await conn.exec_driver_sql(sql)
+
+
+async def test_a_graph_built_with_other_parameters_is_rebuilt_on_request(
+    app: FastAPI, key: Key, seed: Seeder, monkeypatch: Any
+) -> None:
+    """``ctxpack db index --rebuild``: a graph an earlier release built (ef_construction 64)
+    is rebuilt with today's parameters under its own name; a pass without ``rebuild`` leaves
+    it alone, a second rebuild finds nothing to do, and a rebuild that fails sets the old
+    parameters back (so the next one tries again) and raises."""
+    for n in range(3):
+        await seed.add(f"{GOAL}, note {n}", namespace="legacy")
+    engine = app.state.ctx.engine
+    await namespace_indexes.sync(engine, 2, org_id=key.org_id)
+    name = index_name(key.org_id, "legacy", VECTOR)
+    current = set(namespace_indexes.GRAPH_OPTIONS)
+    old = {f"m={namespace_indexes.HNSW_M}", "ef_construction=64"}
+    assert current != old
+    # What an earlier release built: the same index under the same name, ef_construction 64.
+    await _ddl(
+        app,
+        f'ALTER INDEX "{name}" SET (ef_construction = 64)',
+        f'REINDEX INDEX CONCURRENTLY "{name}"',
+    )
+    assert all(o == old for o in await _graph_options(app, name))
+
+    assert await namespace_indexes.sync(engine, 2, org_id=key.org_id) == (
+        namespace_indexes.SyncReport()
+    )
+    assert all(o == old for o in await _graph_options(app, name))
+
+    # A rebuild that fails half-way: the old parameters are set back.
+    monkeypatch.setattr(
+        namespace_indexes,
+        "REINDEX_SQL",
+        "SELECT format('REINDEX INDEX CONCURRENTLY %I', CAST(:name AS text) || '_missing')",
+    )
+    with pytest.raises(Exception, match="_missing"):
+        await namespace_indexes.sync(engine, 2, org_id=key.org_id, rebuild=True)
+    assert all(o == old for o in await _graph_options(app, name))
+    monkeypatch.undo()
+
+    report = await namespace_indexes.sync(engine, 2, org_id=key.org_id, rebuild=True)
+    assert report.rebuilt == (name,)
+    assert report.built == report.dropped == ()
+    options = await _graph_options(app, name)
+    assert options and all(o == current for o in options)
+    namespace_indexes.forget_ready()
+    assert await _indexed(app, key.org_id, ["legacy"]) == {"legacy"}
+    async with engine.connect() as conn:
+        left = (
+            await conn.execute(
+                text("SELECT relname FROM pg_class WHERE relname LIKE CAST(:n AS text) || '%cc%'"),
+                {"n": name},
+            )
+        ).all()
+    assert left == []  # REINDEX CONCURRENTLY's transient indexes are gone
+    plan = await _wide_plan(app, Scope(org_id=key.org_id, namespaces=["legacy"]))
+    assert name in plan
+    assert (await namespace_indexes.sync(engine, 2, org_id=key.org_id, rebuild=True)).rebuilt == ()
 
 
 def _plan(app: FastAPI) -> RankingPlan:
