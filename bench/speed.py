@@ -483,10 +483,13 @@ def run_speed(
         "with the model and goes through those indexes."
     )
     notes.append(
-        "before each size's measurements, each store's tables and their indexes were read "
-        "into the operating system's page cache (pg_prewarm, 'read'), ctxpack's before its "
-        "own and each peer's before its own, as a server that has run a while has them "
-        "(each size's prewarm gives the seconds and blocks); the sizes share one machine's memory, "
+        "every system's store is on one PostgreSQL server whose shared_buffers is sized as "
+        "ctxpack sizes the embedded server it ships with (a quarter of the memory, at most "
+        "4 GB; the versions line gives it). Before each size's measurements, each store's "
+        "tables and their indexes were read into those buffers (pg_prewarm, 'buffer'; what "
+        "does not fit stays in the operating system's page cache), ctxpack's before its own "
+        "and each peer's before its own, as a server that has run a while has them (each "
+        "size's prewarm gives the seconds and blocks); the sizes share one machine's memory, "
         "so a store seeded earlier is otherwise partly on disk."
     )
     return out

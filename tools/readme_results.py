@@ -25,6 +25,12 @@ START = "<!-- results:start -->"
 END = "<!-- results:end -->"
 
 
+def buffers_note(versions: dict[str, Any]) -> str:
+    """`` (shared_buffers 4GB)`` when the run recorded it (runs before it did not)."""
+    buffers = versions.get("shared_buffers")
+    return f" (shared_buffers {buffers})" if buffers else ""
+
+
 def section(res: dict[str, Any], json_path: Path) -> str:
     from bench.report import markdown_tables
 
@@ -50,7 +56,8 @@ def section(res: dict[str, Any], json_path: Path) -> str:
     lines += [
         f"Versions: ctxpack {v.get('ctxpack')}; LangGraph {v.get('langgraph')} with "
         f"langgraph-checkpoint-postgres {v.get('langgraph-checkpoint-postgres')}; mem0ai "
-        f"{v.get('mem0ai')}; PostgreSQL {v.get('postgresql')} with pgvector {v.get('pgvector')}; "
+        f"{v.get('mem0ai')}; PostgreSQL {v.get('postgresql')} with pgvector {v.get('pgvector')}"
+        f"{buffers_note(v)}; "
         f"sentence-transformers {v.get('sentence-transformers')}, torch {v.get('torch')} "
         f"(all-MiniLM-L6-v2 on the CPU for everyone, {meta.get('settings', {}).get('torch_threads')} "
         f"threads).",

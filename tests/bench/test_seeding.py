@@ -171,7 +171,27 @@ def test_prewarm_reads_every_block_of_the_table_and_its_indexes(
         ).fetchone()
     assert row is not None
     expected = int(row[0])
+    relations = (
+        "SELECT c.oid FROM pg_class c WHERE c.oid = CAST(%(t)s AS regclass)"
+        " OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = CAST(%(t)s AS regclass))"
+    )
+    in_buffers = (
+        "SELECT count(*) FROM pg_buffercache b JOIN pg_class c"
+        " ON b.relfilenode = pg_relation_filenode(c.oid) AND b.relforknumber = 0"
+        " AND b.reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        f" WHERE c.oid IN ({relations})"
+    )
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_buffercache")
+        # Out of shared buffers (the load left them there), as after a restart.
+        conn.execute(
+            f"SELECT pg_buffercache_evict_relation(r.oid) FROM ({relations}) r", {"t": table}
+        )
+        assert conn.execute(in_buffers, {"t": table}).fetchone() == (0,)
     warmed = prewarm(url, [table])
     # The heap alone is fewer blocks: the index's count is in the total.
     assert expected > 20 and warmed["blocks"] == expected
+    # Into Postgres's own buffers ('buffer' mode), not only the operating system's cache.
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute(in_buffers, {"t": table}).fetchone() == (expected,)
     assert warmed["seconds"] >= 0
