@@ -242,6 +242,83 @@ async def measure(
     }  # fmt: skip
 
 
+def parse_layouts(spec: str, least: int = 2) -> list[tuple[str, int]]:
+    """``speed-:1000,big-:1`` -> [("speed-", 1000), ("big-", 1)]: each seeded layout's
+    namespace prefix and its count of users; at least ``least`` of them."""
+    layouts = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        prefix, _, users = part.rpartition(":")
+        if not prefix or not users.isdigit() or int(users) < 1:
+            raise ValueError(f"a layout is PREFIX:USERS, got {part!r}")
+        layouts.append((prefix, int(users)))
+    if len(layouts) < least:
+        raise ValueError(f"at least {least} layouts wanted, got {len(layouts)}")
+    return layouts
+
+
+async def measure_layouts(
+    url: str, key: str, layouts: Sequence[tuple[str, int]], requests: int, mode: str
+) -> dict[str, Any]:
+    """Issue 26's big-scope measurement: the layouts asked call by call on one server, one
+    client (c=1), each round's order shuffled, so a burst of the host's noise falls on every
+    layout alike. Each call is a LoCoMo question at a random user's task namespace of the
+    layout; the figures are client-side. The first layout is the reference: every other one's
+    p50 and p99 are set against its p50 (``p50_ratio``, ``p99_ratio``)."""
+    questions = [q["query"] for q in read_jsonl(DATA / "queries.jsonl")]
+    pick = random.Random(13)
+    latencies: dict[str, list[float]] = {prefix: [] for prefix, _ in layouts}
+    sizes: dict[str, list[int]] = {prefix: [] for prefix, _ in layouts}
+    async with httpx.AsyncClient(
+        base_url=url, headers={"Authorization": f"Bearer {key}"}
+    ) as client:
+
+        async def one(goal: str, namespace: str) -> tuple[float, int]:
+            body = {"goal": goal, "namespace": namespace, "retrieval": mode}
+            started = time.perf_counter()
+            response = await client.post("/v1/context", json=body, timeout=60)
+            elapsed = (time.perf_counter() - started) * 1000
+            response.raise_for_status()
+            return elapsed, response.json()["total_items"]
+
+        for round_ in range(10):  # warm up: connections, prepared statements, the model
+            for prefix, _ in layouts:
+                await one(f"warm-up goal {round_} {pick.random()}", f"{prefix}u0:s1:t1")
+        order = pick.sample(questions, len(questions))
+        for i in range(requests):
+            # Distinct goals per call, so the server's goal cache never spares one the model.
+            turn = list(enumerate(layouts))
+            pick.shuffle(turn)
+            for j, (prefix, users) in turn:
+                goal = order[(i * len(layouts) + j) % len(order)]
+                namespace = (
+                    f"{prefix}u{pick.randrange(users)}:s{pick.randrange(3)}:t{pick.randrange(2)}"
+                )
+                elapsed, items = await one(goal, namespace)
+                latencies[prefix].append(elapsed)
+                sizes[prefix].append(items)
+    report: dict[str, Any] = {"mode": mode, "requests_per_layout": requests, "layouts": {}}
+    reference = None
+    for prefix, users in layouts:
+        values = sorted(latencies[prefix])
+        row = {
+            "users": users,
+            "calls": len(values),
+            "p50_ms": round(percentile(values, 50), 2),
+            "p90_ms": round(percentile(values, 90), 2),
+            "p99_ms": round(percentile(values, 99), 2),
+            "mean_items": round(sum(sizes[prefix]) / len(sizes[prefix]), 1),
+        }
+        if reference is None:
+            reference = row["p50_ms"]
+        else:
+            row["p50_ratio"] = round(row["p50_ms"] / reference, 2)
+            row["p99_ratio"] = round(row["p99_ms"] / reference, 2)
+        report["layouts"][prefix] = row
+    return report
+
+
 async def measure_writes(
     url: str, key: str, namespaces: Sequence[str], writes: int, batch: int, nonce: str
 ) -> dict[str, Any]:
@@ -332,6 +409,12 @@ def main() -> int:
         "--write-namespaces, alternated",
     )
     parser.add_argument("--write-namespaces", default="big-u0:s0:t0,speed-u1:s0:t0")
+    parser.add_argument(
+        "--layouts",
+        help="instead of one layout: seeded layouts as PREFIX:USERS,... (e.g. speed-:1000,"
+        "big-:1), asked call by call in shuffled turns (hybrid, c=1); each later layout's p50 "
+        "and p99 set against the first one's p50",
+    )
     parser.add_argument("--write-batch", type=int, default=10)
     args = parser.parse_args()
     if not args.url or not args.key:
@@ -370,6 +453,17 @@ def main() -> int:
         print(json.dumps(report["writes"]), flush=True)
         if "invalid" in report["writes"]:
             print(report["writes"]["invalid"], flush=True)
+        args.out.write_text(json.dumps(report, indent=2))
+        return 0
+    if args.layouts:
+        try:
+            layouts = parse_layouts(args.layouts)
+        except ValueError as error:
+            parser.error(str(error))
+        report["layouts"] = asyncio.run(
+            measure_layouts(args.url, args.key, layouts, args.requests, "hybrid")
+        )
+        print(json.dumps(report["layouts"]), flush=True)
         args.out.write_text(json.dumps(report, indent=2))
         return 0
     results = {}

@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from bench.context_speed import parse_layouts
 from bench.stats import percentile
 from service.remote import api_key_from_env
 from service.store.retrieval import SCOPE_COUNT_CAP
@@ -103,6 +104,9 @@ async def run_scope(
         for line in plan_lines
         if "actual time" in line and ("Scan" in line or "CTE" in line)
     ]
+    if args.plan_file:
+        with args.plan_file.open("a") as f:
+            f.write(f"-- {prefix}:{users} {mode}\n" + "\n".join(plan_lines) + "\n")
     return {
         "scope": f"{prefix}:{users}",
         "mode": mode,
@@ -128,7 +132,14 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--explain-at", type=int, default=8)
     parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument(
+        "--plan-file", type=Path, help="append each explained call's whole plan to this file"
+    )
     args = parser.parse_args()
+    try:
+        scopes = parse_layouts(args.scopes, least=1)
+    except ValueError as error:
+        parser.error(str(error))
     if not args.url or not args.key:
         parser.error("--url and --key (or CTXPACK_URL, CTXPACK_API_KEY) are required")
 
@@ -151,10 +162,9 @@ def main() -> int:
     warmed = prewarm(libpq_url(resolve_database_url(settings)), ["memories", "relations"])
     print(json.dumps({"prewarm": warmed}), flush=True)
     print(json.dumps({"load_before": os.getloadavg()}), flush=True)
-    for spec in args.scopes.split(","):
-        prefix, _, users = spec.partition(":")
+    for prefix, users in scopes:
         for mode in args.modes.split(","):
-            out = asyncio.run(run_scope(args, org, prefix, int(users or 1), mode.strip(), goals))
+            out = asyncio.run(run_scope(args, org, prefix, users, mode.strip(), goals))
             print(json.dumps(out), flush=True)
     print(json.dumps({"load_after": os.getloadavg()}), flush=True)
     return 0
