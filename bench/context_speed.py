@@ -259,14 +259,21 @@ def parse_layouts(spec: str, least: int = 2) -> list[tuple[str, int]]:
 
 
 async def measure_layouts(
-    url: str, key: str, layouts: Sequence[tuple[str, int]], requests: int, mode: str
+    url: str,
+    key: str,
+    layouts: Sequence[tuple[str, int]],
+    requests: int,
+    mode: str,
+    questions: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Issue 26's big-scope measurement: the layouts asked call by call on one server, one
     client (c=1), each round's order shuffled, so a burst of the host's noise falls on every
     layout alike. Each call is a LoCoMo question at a random user's task namespace of the
     layout; the figures are client-side. The first layout is the reference: every other one's
-    p50 and p99 are set against its p50 (``p50_ratio``, ``p99_ratio``)."""
-    questions = [q["query"] for q in read_jsonl(DATA / "queries.jsonl")]
+    p50 and p99 are set against its p50 (``p50_ratio``, ``p99_ratio``). ``questions``: the
+    goals, LoCoMo's questions by default."""
+    if questions is None:
+        questions = [q["query"] for q in read_jsonl(DATA / "queries.jsonl")]
     pick = random.Random(13)
     latencies: dict[str, list[float]] = {prefix: [] for prefix, _ in layouts}
     sizes: dict[str, list[int]] = {prefix: [] for prefix, _ in layouts}

@@ -12,7 +12,9 @@ The statement, for ``mode="hybrid"`` (``vector`` and ``lexical`` drop one retrie
     tf     term frequencies of the goal's lexemes in those hits; df by window
     lex    BM25 (k1, b) per hit, divided by the goal's whole idf mass, so 1.0 means "holds
            every goal term" and a memory matching one common word scores low; top n
-    scored the union of both candidate lists, with cosine = 1 - distance computed here
+    scored the union of both candidate lists, with cosine = 1 - distance and the columns
+           the gate and the score read: from the scope's rows on a narrow scope, from the
+           branch that found each candidate (vec, hits) on a wide one, never by a key lookup
     gated  relevance = w * cosine + (1 - w) * lexical; the relevance gate (absolute floors,
            then, when set, a share of the best kept candidate's relevance)
     ranked relevance x intent type prior x domain boost x recency x the goal's dates (a boost
@@ -365,7 +367,7 @@ def matched_by_idf(matched: str) -> str:
     )
 
 
-def selective_hits_ctes(branches: Sequence[str]) -> list[str]:
+def selective_hits_ctes(branches: Sequence[str], carry: str = "") -> list[str]:
     """A wide scope's full-text hits, read through its goal's rare clauses only.
 
     Reading every in-scope memory that matches any goal word costs time in proportion to
@@ -378,9 +380,11 @@ def selective_hits_ctes(branches: Sequence[str]) -> list[str]:
     ``estimated``). Without statistics (a fresh table, a Citus coordinator) every lexeme is rare:
     every match is read, as on a narrow scope. ``:probe`` is ``probe_query``'s tsquery.
     ``branches``: the scope's predicates, one per namespace (read each through its own
-    GIN index when it has one)."""
+    GIN index when it has one). ``carry``: more of each hit's columns (``, m.type, ...``),
+    taken while its row is read."""
     matches = " UNION ALL ".join(
-        f"(SELECT m.id, m.tsv FROM memories m WHERE {where} AND m.tsv @@ CAST(:probe AS tsquery))"
+        f"(SELECT m.id, m.tsv{carry} FROM memories m"
+        f" WHERE {where} AND m.tsv @@ CAST(:probe AS tsquery))"
         for where in branches
     )
     return [
@@ -394,7 +398,7 @@ def selective_hits_ctes(branches: Sequence[str]) -> list[str]:
         # planned with its value, a rare term's short posting list is read alone and each
         # match checked against the scope, while a long one is ANDed with the btree.
         f"""hits AS MATERIALIZED (
-            SELECT u.id, u.tsv, length(u.tsv)::float8 AS len
+            SELECT u.*, length(u.tsv)::float8 AS len
             FROM ({matches}) u LIMIT :lex_cap)""",
     ]
 
@@ -500,18 +504,22 @@ def build_pack_sql(
         else:
             org, named = ":org", [f":ns_{i}" for i in range(len(names))]
         branches = [scope_sql("m", scope, namespace=ns, org=org) for ns in named]
+        # Each candidate carries what the gate and the score read, taken while its branch
+        # reads its row (the distance too), so none is read again by its key (``scored``).
+        light = f"m.type, m.domain, m.created_at{dated}"
         if use_vec:
             nearest = " UNION ALL ".join(
-                f"""(SELECT m.id, m.embedding <=> {qvec} AS dist FROM memories m
+                f"""(SELECT m.id, m.embedding <=> {qvec} AS dist, {light} FROM memories m
                     WHERE {where} ORDER BY m.embedding <=> {qvec} LIMIT :n_vec)"""
                 for where in branches
             )
             ctes.append(
                 f"""vec AS (
-                SELECT id FROM ({nearest}) v ORDER BY dist, id LIMIT :n_vec)"""
+                SELECT * FROM ({nearest}) v ORDER BY dist, id LIMIT :n_vec)"""
             )
         if use_lex:
-            ctes += selective_hits_ctes(branches)
+            hit_cosine = f", 1 - (m.embedding <=> {qvec}) AS cosine" if use_vec else ""
+            ctes += selective_hits_ctes(branches, f", {light}{hit_cosine}")
     if use_lex:
         # N: the memories of the scope's namespaces: counted here for a narrow scope (an
         # index-only scan), the probe's capped count for a wide one.
@@ -544,8 +552,25 @@ def build_pack_sql(
         )
         source = "JOIN scoped m ON m.id = cand.id"
     else:
-        light = f"m.id, m.type, m.domain, m.created_at{dated}, {cosine}"
-        source = "JOIN memories m ON m.org_id = :org AND m.id = cand.id"
+        # A wide scope's candidates as their branches read them: a vector candidate's
+        # columns and distance from ``vec``, a full-text one's from ``hits``.
+        sources = (["v"] if use_vec else []) + (["h"] if use_lex else [])
+
+        def pick(column: str) -> str:
+            if len(sources) == 1:
+                return f"{sources[0]}.{column}"
+            return f"coalesce({', '.join(f'{t}.{column}' for t in sources)})"
+
+        columns = ["type", "domain", "created_at"] + (["valid_at"] if dated else [])
+        light = "cand.id, " + ", ".join(f"{pick(c)} AS {c}" for c in columns) + ", "
+        light += (
+            "coalesce(1 - v.dist, h.cosine)"
+            if use_vec and use_lex
+            else ("1 - v.dist" if use_vec else "NULL::float8")
+        )
+        source = " ".join(
+            f"LEFT JOIN {'vec' if t == 'v' else 'hits'} {t} ON {t}.id = cand.id" for t in sources
+        )
     ctes.append(
         f"""scored AS (
         SELECT {light} AS cosine, coalesce(cand.share, 0) AS lexical, cand.matched

@@ -37,11 +37,15 @@ async def test_every_layout_is_asked_alike_and_set_against_the_first(
             },
         )
         assert response.status_code == 201, response.text
-    report = await measure_layouts(live_server, key.key, [("full-", 1), ("empty-", 2)], 6, "hybrid")
+    goals = [f"Why did we choose Postgres full-text search, take {i}?" for i in range(12)]
+    report = await measure_layouts(
+        live_server, key.key, [("full-", 1), ("empty-", 2)], 6, "hybrid", goals
+    )
     rows = report["layouts"]
     assert list(rows) == ["full-", "empty-"]
     assert [rows[p]["calls"] for p in rows] == [6, 6]
     assert rows["empty-"]["mean_items"] == 0
+    assert rows["full-"]["mean_items"] > 0  # the goals name the memory's words
     assert "p50_ratio" not in rows["full-"]
     assert rows["empty-"]["p50_ratio"] == round(
         rows["empty-"]["p50_ms"] / rows["full-"]["p50_ms"], 2

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import random
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from service.store.retrieval import (
     WIDE_RANDOM_PAGE_COST,
     RetrievalRepository,
     Scope,
+    build_pack_sql,
     shard_common_terms,
 )
 from tests.conftest import Key, Seeder
@@ -328,8 +330,6 @@ async def test_the_relative_gate_drops_candidates_far_below_the_best(
 async def test_a_memory_dated_in_the_goals_period_is_boosted(
     app: FastAPI, key: Key, seed: Seeder, wide: bool
 ) -> None:
-    from datetime import UTC, datetime
-
     from service.domain.temporal import goal_periods
 
     goal = "blue green deploy pipeline health checks in May 2023"
@@ -424,3 +424,22 @@ async def test_a_wake_packs_matched_lexemes_come_rarest_first(
     matched = {row.id: row.matched for row in result.selection.rows}
     assert matched[all_three] == ["zebra", "deploy", "pipelin"]
     assert matched[tied] == ["walrus", "yak", "pipelin"]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "lexical", "vector"])
+def test_a_wide_scopes_candidates_are_not_read_again(app: FastAPI, mode: str) -> None:
+    """A wide pack's candidates carry their columns and cosine from the branch that found
+    them (``vec``, ``hits``): ``scored`` reads no memory by its key; only the ranked few are
+    (the same values: ``test_index_path_matches_exact_path``)."""
+    scope = Scope(org_id=uuid.uuid4(), namespaces=["alice", "alice:s1"])
+    now = datetime.now(UTC)
+    plan = dataclasses.replace(_plan(app, GOAL, mode=mode), date_starts=[now], date_ends=[now])
+    for literal in (False, True):
+        sql = build_pack_sql(scope, plan, narrow=False, literal_scope=literal)
+        scored = sql[sql.index("scored AS (") : sql.index("gated AS (")]
+        assert "memories" not in scored
+        assert ("vec v" in scored) == (mode != "lexical")
+        assert ("hits h" in scored) == (mode != "vector")
+        assert "valid_at" in scored
+        narrow = build_pack_sql(scope, plan, narrow=True)
+        assert "JOIN scoped m" in narrow[narrow.index("scored AS (") : narrow.index("gated AS (")]
