@@ -40,6 +40,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from psycopg import sql as pgsql
+from psycopg.rows import dict_row
 from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
@@ -740,27 +741,70 @@ async def use_indexes(
             )
         )
         return [] if goal is None else await lexemes(session, goal)
+    sql, params = index_settings(ef_search, goal, custom_plans=custom_plans)
+    row = (await session.execute(statement(sql), params)).one()
+    return list(row[-1] or [])
+
+
+def index_settings(
+    ef_search: int, goal: str | None, *, custom_plans: bool
+) -> tuple[str, dict[str, Any]]:
+    """``use_indexes``'s statement on one node, and its parameters: the settings for the
+    transaction, and the goal's lexemes as its last column (NULL without a goal)."""
     terms = LEXEMES_SQL if goal is not None else "NULL::text[]"
     custom = "set_config('plan_cache_mode', 'force_custom_plan', true)," if custom_plans else ""
-    row = (
-        await session.execute(
-            text(
-                f"""
-                SELECT set_config('hnsw.ef_search', :ef, true),
-                       {custom}
-                       set_config('enable_seqscan', 'on', true),
-                       set_config('random_page_cost', :rpc, true),
-                       CASE WHEN string_to_array(extversion, '.')::int[] >= '{{0,8}}'
-                            THEN set_config('hnsw.iterative_scan', 'relaxed_order', true) END,
-                       {terms}
-                FROM pg_extension WHERE extname = 'vector'
-                """
-            ),
-            {"ef": str(ef_search), "rpc": str(WIDE_RANDOM_PAGE_COST)}
-            | ({} if goal is None else {"qtext": goal}),
-        )
-    ).one()
-    return list(row[-1] or [])
+    sql = f"""
+        SELECT set_config('hnsw.ef_search', :ef, true),
+               {custom}
+               set_config('enable_seqscan', 'on', true),
+               set_config('random_page_cost', :rpc, true),
+               CASE WHEN string_to_array(extversion, '.')::int[] >= '{{0,8}}'
+                    THEN set_config('hnsw.iterative_scan', 'relaxed_order', true) END,
+               {terms}
+        FROM pg_extension WHERE extname = 'vector'
+        """
+    params: dict[str, Any] = {"ef": str(ef_search), "rpc": str(WIDE_RANDOM_PAGE_COST)}
+    if goal is not None:
+        params["qtext"] = goal
+    return sql, params
+
+
+@lru_cache(maxsize=512)
+def driver_sql(sql: str, dialect: Any) -> str:
+    """``sql`` (``:name`` parameters, as ``statement`` takes it) in the driver's own
+    placeholders (``%(name)s``), compiled by SQLAlchemy once per text and dialect."""
+    return str(statement(sql).compile(dialect=dialect))
+
+
+async def pipelined_transaction(
+    session: AsyncSession,
+    settings: tuple[str, dict[str, Any]],
+    ranked: Any,
+) -> Sequence[Any]:
+    """A wide pack on an autocommit connection in two round trips rather than four:
+    ``BEGIN`` with ``settings`` (``index_settings``) in one psycopg pipeline, then the
+    statement ``ranked(lexemes)`` gives (its text and parameters, built from the goal's
+    lexemes the first trip returned) with ``COMMIT`` in a second. On any failure the
+    transaction is rolled back."""
+    connection = await session.connection()
+    raw: Any = (await connection.get_raw_connection()).driver_connection
+    dialect = connection.dialect
+    try:
+        async with raw.pipeline():
+            await raw.execute("BEGIN")
+            first = await raw.execute(driver_sql(settings[0], dialect), settings[1])
+        row = await first.fetchone()
+        sql, params = ranked(list((row[-1] if row else None) or []))
+        async with raw.pipeline():
+            cursor = raw.cursor(row_factory=dict_row)
+            await cursor.execute(driver_sql(sql, dialect), params)
+            await raw.execute("COMMIT")
+        rows: list[dict[str, Any]] = await cursor.fetchall()
+        return rows
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await raw.execute("ROLLBACK")
+        raise
 
 
 async def lexemes(session: AsyncSession, goal: str) -> list[str]:
@@ -978,8 +1022,24 @@ class RetrievalRepository:
                     plan.common_term_freq, plan.common_term_min_rows
                 )
             # The index settings are transaction-local: on an autocommit session (the pack
-            # pool) the statements get a transaction of their own.
+            # pool) the statements get a transaction of their own, sent with them in two
+            # pipelines on one node (two round trips fewer: about 0.8 ms of a call).
             explicit = _autocommit(self.session)
+            if explicit and not _engine_option(self.session, "ctxpack_citus"):
+
+                def ranked(lexemes: list[str]) -> tuple[str, dict[str, Any]]:
+                    if lexical:
+                        assert common_terms is not None
+                        params.update(probe_params(lexemes, common_terms, plan.common_term_freq))
+                    return sql, params
+
+                settings = index_settings(
+                    plan.hnsw_ef_search,
+                    plan.query_text if lexical else None,
+                    custom_plans=not literal_scope,
+                )
+                fetched = await pipelined_transaction(self.session, settings, ranked)
+                return self._pack(fetched, scope_rows)
             if explicit:
                 await self.session.execute(text("BEGIN"))
             try:

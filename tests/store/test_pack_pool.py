@@ -4,6 +4,8 @@ connection inside a transaction; so does a narrow one."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import psycopg
 import pytest
@@ -12,9 +14,8 @@ from sqlalchemy import text
 
 from service.app import create_app
 from service.embedding.fake import FakeEmbedder
-from service.store import namespace_indexes
+from service.store import namespace_indexes, retrieval
 from service.store.database import libpq_url
-from service.store.retrieval import RetrievalRepository
 from tests.conftest import Key, Seeder, make_settings
 
 
@@ -62,26 +63,54 @@ async def _pack_then_check(
 async def test_wide_scope_pack(
     pg_url: str, key: Key, seed: Seeder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The namespace has its own indexes: the index path, inside an explicit transaction.
+    # The namespace has its own indexes: the index path, inside an explicit transaction
+    # sent in two pipelines with its settings and its statement.
     calls: list[int] = []
-    use_indexes = RetrievalRepository.use_indexes
+    pipelined = retrieval.pipelined_transaction
 
-    async def spy(
-        self: RetrievalRepository,
-        ef_search: int,
-        goal: str | None = None,
-        *,
-        custom_plans: bool = True,
-    ) -> list[str]:
-        calls.append(ef_search)
-        return await use_indexes(self, ef_search, goal, custom_plans=custom_plans)
+    async def spy(session: Any, settings: tuple[str, dict[str, Any]], ranked: Any) -> Any:
+        calls.append(int(settings[1]["ef"]))
+        return await pipelined(session, settings, ranked)
 
-    monkeypatch.setattr(RetrievalRepository, "use_indexes", spy)
+    monkeypatch.setattr(retrieval, "pipelined_transaction", spy)
     settings = make_settings(pg_url)
     wide = create_app(settings, embedder=FakeEmbedder(), database_url=pg_url)
     async with wide.router.lifespan_context(wide):
         await _pack_then_check(wide, key, seed, pg_url, index=True)
-    assert len(calls) == 3
+    assert len(calls) == 3 and all(ef >= 40 for ef in calls)
+
+
+async def test_a_failed_wide_statement_is_rolled_back(
+    pg_url: str, key: Key, seed: Seeder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wide pack whose statement fails inside its pipeline leaves no transaction open,
+    and the next pack on the pool is answered."""
+    build = retrieval.build_pack_sql
+    failing = [True]
+
+    def broken(*args: Any, **kwargs: Any) -> str:
+        sql = build(*args, **kwargs)
+        return sql.replace("FROM memories m", "FROM no_such_table m", 1) if failing[0] else sql
+
+    monkeypatch.setattr(retrieval, "build_pack_sql", broken)
+    settings = make_settings(pg_url)
+    wide = create_app(settings, embedder=FakeEmbedder(), database_url=pg_url)
+    async with wide.router.lifespan_context(wide):
+        for n in range(3):
+            await seed.add(f"The deploy pipeline runs health checks before traffic shifts ({n}).")
+        await namespace_indexes.sync(wide.state.ctx.engine, 0, org_id=key.org_id)
+        transport = httpx.ASGITransport(app=wide, raise_app_exceptions=False)
+        body = {"goal": "deploy pipeline health checks", "namespace": "alice:s1"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            for _ in range(2):
+                response = await client.post("/v1/context", json=body, headers=key.headers)
+                assert response.status_code == 500
+                assert "no_such_table" not in response.text
+            assert _idle_in_transaction(pg_url) == 0
+            failing[0] = False
+            response = await client.post("/v1/context", json=body, headers=key.headers)
+            assert response.status_code == 200, response.text
+            assert response.json()["total_items"] == 3
 
 
 async def test_narrow_scope_pack(app: FastAPI, pg_url: str, key: Key, seed: Seeder) -> None:
