@@ -61,23 +61,31 @@ async def _pack_then_check(
 
 
 async def test_wide_scope_pack(
-    pg_url: str, key: Key, seed: Seeder, monkeypatch: pytest.MonkeyPatch
+    pg_url: str, key: Key, seed: Seeder, monkeypatch: pytest.MonkeyPatch, on_citus: bool
 ) -> None:
-    # The namespace has its own indexes: the index path, inside an explicit transaction
-    # sent in two pipelines with its settings and its statement.
-    calls: list[int] = []
+    # The namespace has its own indexes: the index path, inside an explicit transaction,
+    # sent in two pipelines with its settings and its statement on one node; on Citus
+    # through ``use_indexes`` (SET LOCAL, which the coordinator propagates).
+    calls: list[str] = []
     pipelined = retrieval.pipelined_transaction
+    use_indexes = retrieval.RetrievalRepository.use_indexes
 
-    async def spy(session: Any, settings: tuple[str, dict[str, Any]], ranked: Any) -> Any:
-        calls.append(int(settings[1]["ef"]))
+    async def spy_pipelined(session: Any, settings: tuple[str, dict[str, Any]], ranked: Any) -> Any:
+        assert int(settings[1]["ef"]) >= 40
+        calls.append("pipelined")
         return await pipelined(session, settings, ranked)
 
-    monkeypatch.setattr(retrieval, "pipelined_transaction", spy)
+    async def spy_use_indexes(self: Any, *args: Any, **kwargs: Any) -> list[str]:
+        calls.append("use_indexes")
+        return await use_indexes(self, *args, **kwargs)
+
+    monkeypatch.setattr(retrieval, "pipelined_transaction", spy_pipelined)
+    monkeypatch.setattr(retrieval.RetrievalRepository, "use_indexes", spy_use_indexes)
     settings = make_settings(pg_url)
     wide = create_app(settings, embedder=FakeEmbedder(), database_url=pg_url)
     async with wide.router.lifespan_context(wide):
         await _pack_then_check(wide, key, seed, pg_url, index=True)
-    assert len(calls) == 3 and all(ef >= 40 for ef in calls)
+    assert calls == ["use_indexes" if on_citus else "pipelined"] * 3
 
 
 async def test_a_failed_wide_statement_is_rolled_back(
