@@ -231,15 +231,15 @@ async def measure(
             )
         )
         wall = time.perf_counter() - started
-    latencies.sort()
-
-    def q(p: float) -> float:
-        return round(percentile(latencies, p * 100), 2)
-
     return {
-        "p50_ms": q(0.50), "p90_ms": q(0.90), "p99_ms": q(0.99), "max_ms": round(latencies[-1], 2),
+        **percentiles_ms(latencies), "max_ms": round(max(latencies), 2),
         "rps": round(requests / wall, 1), "mean_items": round(sum(sizes) / len(sizes), 1),
     }  # fmt: skip
+
+
+def percentiles_ms(latencies: Sequence[float]) -> dict[str, float]:
+    """p50, p90 and p99 of ``latencies`` (ms), as every report of this module gives them."""
+    return {f"p{q}_ms": round(percentile(latencies, q), 2) for q in (50, 90, 99)}
 
 
 def parse_layouts(spec: str, least: int = 2) -> list[tuple[str, int]]:
@@ -308,13 +308,10 @@ async def measure_layouts(
     report: dict[str, Any] = {"mode": mode, "requests_per_layout": requests, "layouts": {}}
     reference = None
     for prefix, users in layouts:
-        values = sorted(latencies[prefix])
         row = {
             "users": users,
-            "calls": len(values),
-            "p50_ms": round(percentile(values, 50), 2),
-            "p90_ms": round(percentile(values, 90), 2),
-            "p99_ms": round(percentile(values, 99), 2),
+            "calls": len(latencies[prefix]),
+            **percentiles_ms(latencies[prefix]),
             "mean_items": round(sum(sizes[prefix]) / len(sizes[prefix]), 1),
         }
         if reference is None:

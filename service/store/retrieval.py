@@ -554,23 +554,26 @@ def build_pack_sql(
         source = "JOIN scoped m ON m.id = cand.id"
     else:
         # A wide scope's candidates as their branches read them: a vector candidate's
-        # columns and distance from ``vec``, a full-text one's from ``hits``.
-        sources = (["v"] if use_vec else []) + (["h"] if use_lex else [])
+        # columns and distance from ``vec``, a full-text one's from ``hits`` (alias -> the
+        # CTE and its cosine; ``hits`` has none in lexical mode).
+        found: dict[str, tuple[str, str | None]] = {}
+        if use_vec:
+            found["v"] = ("vec", "1 - v.dist")
+        if use_lex:
+            found["h"] = ("hits", "h.cosine" if use_vec else None)
 
-        def pick(column: str) -> str:
-            if len(sources) == 1:
-                return f"{sources[0]}.{column}"
-            return f"coalesce({', '.join(f'{t}.{column}' for t in sources)})"
+        def first(exprs: list[str]) -> str:
+            return exprs[0] if len(exprs) == 1 else f"coalesce({', '.join(exprs)})"
 
         columns = ["type", "domain", "created_at"] + (["valid_at"] if dated else [])
-        light = "cand.id, " + ", ".join(f"{pick(c)} AS {c}" for c in columns) + ", "
-        light += (
-            "coalesce(1 - v.dist, h.cosine)"
-            if use_vec and use_lex
-            else ("1 - v.dist" if use_vec else "NULL::float8")
+        cosines = [c for _, c in found.values() if c is not None]
+        light = ", ".join(
+            ["cand.id"]
+            + [f"{first([f'{a}.{c}' for a in found])} AS {c}" for c in columns]
+            + [first(cosines) if cosines else "NULL::float8"]
         )
         source = " ".join(
-            f"LEFT JOIN {'vec' if t == 'v' else 'hits'} {t} ON {t}.id = cand.id" for t in sources
+            f"LEFT JOIN {cte} {a} ON {a}.id = cand.id" for a, (cte, _) in found.items()
         )
     ctes.append(
         f"""scored AS (
@@ -794,7 +797,9 @@ async def pipelined_transaction(
             await raw.execute("BEGIN")
             first = await raw.execute(driver_sql(settings[0], dialect), settings[1])
         row = await first.fetchone()
-        sql, params = ranked(list((row[-1] if row else None) or []))
+        if row is None:  # as ``use_indexes``'s ``.one()``: no vector extension, no pack
+            raise RuntimeError("the vector extension is not installed")
+        sql, params = ranked(list(row[-1] or []))
         async with raw.pipeline():
             cursor = raw.cursor(row_factory=dict_row)
             await cursor.execute(driver_sql(sql, dialect), params)
@@ -1024,34 +1029,29 @@ class RetrievalRepository:
             # The index settings are transaction-local: on an autocommit session (the pack
             # pool) the statements get a transaction of their own, sent with them in two
             # pipelines on one node (two round trips fewer: about 0.8 ms of a call).
+            goal = plan.query_text if lexical else None
+
+            def ranked(lexemes: list[str]) -> tuple[str, dict[str, Any]]:
+                """The statement and its parameters, the probe made from the goal's lexemes
+                (which the settings' round trip returns)."""
+                if lexical:
+                    assert common_terms is not None
+                    params.update(probe_params(lexemes, common_terms, plan.common_term_freq))
+                return sql, params
+
             explicit = _autocommit(self.session)
             if explicit and not _engine_option(self.session, "ctxpack_citus"):
-
-                def ranked(lexemes: list[str]) -> tuple[str, dict[str, Any]]:
-                    if lexical:
-                        assert common_terms is not None
-                        params.update(probe_params(lexemes, common_terms, plan.common_term_freq))
-                    return sql, params
-
-                settings = index_settings(
-                    plan.hnsw_ef_search,
-                    plan.query_text if lexical else None,
-                    custom_plans=not literal_scope,
-                )
+                settings = index_settings(plan.hnsw_ef_search, goal, custom_plans=not literal_scope)
                 fetched = await pipelined_transaction(self.session, settings, ranked)
                 return self._pack(fetched, scope_rows)
             if explicit:
                 await self.session.execute(text("BEGIN"))
             try:
                 lexemes = await self.use_indexes(
-                    plan.hnsw_ef_search,
-                    plan.query_text if lexical else None,
-                    custom_plans=not literal_scope,
+                    plan.hnsw_ef_search, goal, custom_plans=not literal_scope
                 )
-                if lexical:
-                    assert common_terms is not None
-                    params.update(probe_params(lexemes, common_terms, plan.common_term_freq))
-                result = await self.session.execute(statement(sql), params)
+                ranked_sql, bound = ranked(lexemes)
+                result = await self.session.execute(statement(ranked_sql), bound)
                 fetched = result.mappings().all()
             except BaseException:
                 if explicit:
