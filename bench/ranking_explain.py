@@ -53,6 +53,23 @@ def explaining(execute: Any, plan_lines: list[str]) -> Any:
     return explain
 
 
+def explaining_pipeline(pipelined: Any, plan_lines: list[str]) -> Any:
+    """``retrieval.pipelined_transaction`` (a wide scope's path on the pack pool) that first
+    runs the ranking statement under EXPLAIN (ANALYZE, BUFFERS) in a transaction of its own
+    with the same settings, collecting the plan's lines, then runs it as the server does."""
+
+    async def explain(session: Any, settings: Any, ranked: Any) -> Any:
+        def explained(lexemes: list[str]) -> tuple[str, dict[str, Any]]:
+            sql, params = ranked(lexemes)
+            return "EXPLAIN (ANALYZE, BUFFERS) " + sql, params
+
+        rows = await pipelined(session, settings, explained)
+        plan_lines.extend(str(next(iter(r.values()))) for r in rows)
+        return await pipelined(session, settings, ranked)
+
+    return explain
+
+
 async def run_scope(
     args: argparse.Namespace, org: uuid.UUID, prefix: str, users: int, mode: str, goals: Any
 ) -> dict[str, Any]:
@@ -60,9 +77,11 @@ async def run_scope(
 
     from service.config import Settings
     from service.domain.ranking import PlanInputs, build_plan
+    from service.store import retrieval
     from service.store.database import create_engine, resolve_database_url
     from service.store.retrieval import RetrievalRepository, Scope
 
+    pipelined = retrieval.pipelined_transaction
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
     engine = create_engine(resolve_database_url(settings), settings, generic_plans=True)
     rng = random.Random(args.seed)
@@ -77,6 +96,7 @@ async def run_scope(
                 repo = RetrievalRepository(session)
                 if i == args.explain_at:
                     session.execute = explaining(session.execute, plan_lines)  # type: ignore[method-assign]
+                    retrieval.pipelined_transaction = explaining_pipeline(pipelined, plan_lines)
                 started = time.perf_counter()
                 size = await repo.scope_size(scope, SCOPE_COUNT_CAP)
                 plan = build_plan(
@@ -93,7 +113,10 @@ async def run_scope(
                     ),
                     settings,
                 )
-                await repo.rank(scope, plan, size)
+                try:
+                    await repo.rank(scope, plan, size)
+                finally:
+                    retrieval.pipelined_transaction = pipelined
                 if i != args.explain_at:
                     latencies.append((time.perf_counter() - started) * 1000)
     finally:

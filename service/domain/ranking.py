@@ -28,6 +28,7 @@ Every constant here and both floors were chosen by cross-validation over three c
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -200,10 +201,16 @@ def matched_phrases(goal: str, lexemes: list[str]) -> list[str]:
     ``("Add refresh-token rotation", ["refresh", "token"])`` -> ``["refresh-token"]``.
 
     Stems are Postgres' (snowball): a word matches a stem it starts with, or whose last
-    letter is a snowball respelling (``policies`` -> ``polici``, ``happy`` -> ``happi``)."""
-    stems = [s for s in lexemes if s]
+    letter is a snowball respelling (``policies`` -> ``polici``, ``happy`` -> ``happi``).
+    Remembered per goal and stems: a pack's items share their goal, and many of them the
+    same matched stems."""
+    return list(_matched_phrases(goal, tuple(s for s in lexemes if s)))
+
+
+@lru_cache(maxsize=1024)
+def _matched_phrases(goal: str, stems: tuple[str, ...]) -> tuple[str, ...]:
     if not stems:
-        return []
+        return ()
     phrases: list[str] = []
     run: list[str] = []
     exact = tuple(stems)
@@ -219,7 +226,7 @@ def matched_phrases(goal: str, lexemes: list[str]) -> list[str]:
             run = []
     if run:
         phrases.append(" ".join(run))
-    return phrases
+    return tuple(phrases)
 
 
 _WORD_PARTS = re.compile(r"[-'.]")
@@ -238,7 +245,7 @@ def _goal_words(goal: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple(words)
 
 
-def _respelt(word: str, stems: list[str]) -> bool:
+def _respelt(word: str, stems: Sequence[str]) -> bool:
     """``word`` matches a stem whose last letter snowball respelled (``happy`` ->
     ``happi``): it starts with all of the stem but that letter, and is at most three
     letters longer than the stem."""

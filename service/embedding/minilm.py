@@ -55,6 +55,29 @@ def _chunk_tokens(chunk: str) -> int:
 _cached_chunk_tokens = lru_cache(maxsize=CHUNK_CACHE_SIZE)(_chunk_tokens)
 
 
+def _line_tokens(line: str) -> int:
+    """Tokens of one line (no line break in it), chunk by chunk (``map`` over the cache
+    when every chunk is short, as nearly always: no Python frame per chunk)."""
+    chunks = _CHUNKS.findall(line)
+    if not chunks:
+        return 0
+    if max(map(len, chunks)) <= CACHED_CHUNK_MAX_CHARS:
+        return sum(map(_cached_chunk_tokens, chunks))
+    return sum(
+        _cached_chunk_tokens(chunk)
+        if len(chunk) <= CACHED_CHUNK_MAX_CHARS
+        else _chunk_tokens(chunk)
+        for chunk in chunks
+    )
+
+
+LINE_CACHE_SIZE = 8192
+# Longer lines are counted chunk by chunk every time: the line cache holds at most
+# LINE_CACHE_SIZE x CACHED_LINE_MAX_CHARS characters (8 MB) whatever callers send.
+CACHED_LINE_MAX_CHARS = 1024
+_cached_line_tokens = lru_cache(maxsize=LINE_CACHE_SIZE)(_line_tokens)
+
+
 def count_tokens(text: str) -> int:
     """Tokens ``text`` takes for MiniLM's tokenizer, special tokens excluded.
 
@@ -63,12 +86,15 @@ def count_tokens(text: str) -> int:
     pre-tokenizer, while a pack's words recur from call to call. A printable-ASCII chunk is
     split as the pre-tokenizer would and its words given to WordPiece; any other chunk
     (accents, CJK, symbols) goes through the whole tokenizer. The count is the tokenizer's
-    own (tests/embedding/test_token_count.py)."""
+    own (tests/embedding/test_token_count.py).
+
+    A line break always ends a chunk, so a text's count is the sum of its lines' counts, and
+    a short line's count is cached too: a pack's markdown is one line per item, and the
+    items of a store recur from pack to pack (looking up a 24-item pack's 44 lines took
+    0.02 ms, its 880 chunks 0.2 ms)."""
     return sum(
-        _cached_chunk_tokens(chunk)
-        if len(chunk) <= CACHED_CHUNK_MAX_CHARS
-        else _chunk_tokens(chunk)
-        for chunk in _CHUNKS.findall(text)
+        _cached_line_tokens(line) if len(line) <= CACHED_LINE_MAX_CHARS else _line_tokens(line)
+        for line in text.split("\n")
     )
 
 

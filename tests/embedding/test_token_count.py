@@ -116,3 +116,20 @@ def test_only_short_chunks_are_kept() -> None:
     assert minilm._cached_chunk_tokens.cache_info().currsize == before
     minilm.count_tokens("a-short-chunk-never-counted-before-in-this-process")
     assert minilm._cached_chunk_tokens.cache_info().currsize == before + 1
+
+
+def test_only_short_lines_are_kept() -> None:
+    """A line longer than ``CACHED_LINE_MAX_CHARS`` is counted chunk by chunk, not kept as a
+    line; a short one is kept once, and a text's count is the sum of its lines' (a line
+    break ends a chunk)."""
+    minilm._cached_line_tokens.cache_clear()  # room for the line below, whatever ran before
+    long_line = "word " * minilm.CACHED_LINE_MAX_CHARS
+    before = minilm._cached_line_tokens.cache_info().currsize
+    assert minilm.count_tokens(long_line) == reference(long_line)
+    assert minilm._cached_line_tokens.cache_info().currsize == before
+    short = "- **a line never counted before** (fact): café → ok, then\r"
+    text = f"{short}\n{short}\n{long_line}"
+    assert minilm.count_tokens(text) == reference(text)
+    assert minilm._cached_line_tokens.cache_info().currsize == before + 1
+    assert minilm.count_tokens(text) == reference(text)
+    assert minilm._cached_line_tokens.cache_info().currsize == before + 1
