@@ -182,10 +182,9 @@ def build_plan(inputs: PlanInputs, settings: Settings) -> RankingPlan:
         recency_days=RECENCY_DAYS,
         graph_decay=GRAPH_DECAY if (deep and inputs.include_related) else None,
         related_limit=inputs.related_limit if (inputs.include_related and not wake) else 0,
-        # never below the rows each HNSW branch must return
-        hnsw_ef_search=max(
-            settings.hnsw_ef_search if inputs.mode == "vector" else settings.hnsw_hybrid_ef_search,
-            vector_candidates,
+        # The search's width; an iterative scan fills a branch past it (retrieval.index_settings).
+        hnsw_ef_search=(
+            settings.hnsw_ef_search if inputs.mode == "vector" else settings.hnsw_hybrid_ef_search
         ),
         common_term_freq=COMMON_TERM_FREQ,
         common_term_min_rows=COMMON_TERM_MIN_ROWS,

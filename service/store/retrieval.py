@@ -711,11 +711,18 @@ WIDE_RANDOM_PAGE_COST = 1.1
 
 
 async def use_indexes(
-    session: AsyncSession, ef_search: int, goal: str | None = None, *, custom_plans: bool = True
+    session: AsyncSession,
+    ef_search: int,
+    goal: str | None = None,
+    *,
+    custom_plans: bool = True,
+    rows: int = 0,
 ) -> list[str]:
-    """For this transaction only: search wider than HNSW's default 40 and, on pgvector
-    >= 0.8, keep scanning past rows the scope filter drops instead of returning fewer
-    neighbours than exist (0.7 has no iterative scan and would reject the setting).
+    """For this transaction only: search HNSW at ``ef_search`` and, on pgvector >= 0.8,
+    keep scanning past it while a branch asks for more rows (up to ``rows``) and past rows
+    the scope filter drops, instead of returning fewer neighbours than exist (0.7 has no
+    iterative scan and would reject the setting: there the search is ``rows`` wide at least,
+    ``index_settings``).
     With ``custom_plans``, plans go back to custom: whether HNSW or the btree wins depends
     on the values. Without, the session's plan cache mode stands (a scope whose every
     namespace has its own indexes, written as literals: ``RetrievalRepository.rank``).
@@ -744,29 +751,39 @@ async def use_indexes(
             )
         )
         return [] if goal is None else await lexemes(session, goal)
-    sql, params = index_settings(ef_search, goal, custom_plans=custom_plans)
+    sql, params = index_settings(ef_search, goal, custom_plans=custom_plans, rows=rows)
     row = (await session.execute(statement(sql), params)).one()
     return list(row[-1] or [])
 
 
 def index_settings(
-    ef_search: int, goal: str | None, *, custom_plans: bool
+    ef_search: int, goal: str | None, *, custom_plans: bool, rows: int = 0
 ) -> tuple[str, dict[str, Any]]:
     """``use_indexes``'s statement on one node, and its parameters: the settings for the
-    transaction, and the goal's lexemes as its last column (NULL without a goal)."""
+    transaction, and the goal's lexemes as its last column (NULL without a goal).
+
+    ``rows``: the most rows an HNSW branch returns. pgvector >= 0.8 searches at
+    ``ef_search`` and its iterative scan goes on past it while the branch asks for more; an
+    older one returns at most ``ef_search`` rows, so there the search is at least ``rows``
+    wide."""
     terms = LEXEMES_SQL if goal is not None else "NULL::text[]"
     custom = "set_config('plan_cache_mode', 'force_custom_plan', true)," if custom_plans else ""
+    iterative = "string_to_array(extversion, '.')::int[] >= '{0,8}'"
     sql = f"""
-        SELECT set_config('hnsw.ef_search', :ef, true),
+        SELECT set_config('hnsw.ef_search', CASE WHEN {iterative} THEN :ef ELSE :ef_rows END, true),
                {custom}
                set_config('enable_seqscan', 'on', true),
                set_config('random_page_cost', :rpc, true),
-               CASE WHEN string_to_array(extversion, '.')::int[] >= '{{0,8}}'
+               CASE WHEN {iterative}
                     THEN set_config('hnsw.iterative_scan', 'relaxed_order', true) END,
                {terms}
         FROM pg_extension WHERE extname = 'vector'
         """
-    params: dict[str, Any] = {"ef": str(ef_search), "rpc": str(WIDE_RANDOM_PAGE_COST)}
+    params: dict[str, Any] = {
+        "ef": str(ef_search),
+        "ef_rows": str(max(ef_search, rows)),
+        "rpc": str(WIDE_RANDOM_PAGE_COST),
+    }
     if goal is not None:
         params["qtext"] = goal
     return sql, params
@@ -936,10 +953,12 @@ class RetrievalRepository:
         return terms
 
     async def use_indexes(
-        self, ef_search: int, goal: str | None = None, *, custom_plans: bool = True
+        self, ef_search: int, goal: str | None = None, *, custom_plans: bool = True, rows: int = 0
     ) -> list[str]:
         """``use_indexes`` (the module's) for this session's transaction."""
-        return await use_indexes(self.session, ef_search, goal, custom_plans=custom_plans)
+        return await use_indexes(
+            self.session, ef_search, goal, custom_plans=custom_plans, rows=rows
+        )
 
     async def rank(
         self,
@@ -1041,14 +1060,22 @@ class RetrievalRepository:
 
             explicit = _autocommit(self.session)
             if explicit and not _engine_option(self.session, "ctxpack_citus"):
-                settings = index_settings(plan.hnsw_ef_search, goal, custom_plans=not literal_scope)
+                settings = index_settings(
+                    plan.hnsw_ef_search,
+                    goal,
+                    custom_plans=not literal_scope,
+                    rows=plan.vector_candidates,
+                )
                 fetched = await pipelined_transaction(self.session, settings, ranked)
                 return self._pack(fetched, scope_rows)
             if explicit:
                 await self.session.execute(text("BEGIN"))
             try:
                 lexemes = await self.use_indexes(
-                    plan.hnsw_ef_search, goal, custom_plans=not literal_scope
+                    plan.hnsw_ef_search,
+                    goal,
+                    custom_plans=not literal_scope,
+                    rows=plan.vector_candidates,
                 )
                 ranked_sql, bound = ranked(lexemes)
                 result = await self.session.execute(statement(ranked_sql), bound)

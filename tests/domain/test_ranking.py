@@ -71,26 +71,27 @@ def test_hnsw_searches_wider_when_the_vector_side_decides_alone() -> None:
     settings = Settings(hnsw_ef_search=210, hnsw_hybrid_ef_search=110)
     assert build_plan(_inputs("recall", mode="vector"), settings).hnsw_ef_search == 210
     assert build_plan(_inputs("recall"), settings).hnsw_ef_search == 110
-    # never below the vector candidates each HNSW branch must return
+    # the search's width, whatever a branch returns: the iterative scan fills it past that
     deep = build_plan(_inputs("deep_search", limit=40), settings)
-    assert deep.hnsw_ef_search == deep.vector_candidates > 110
+    assert deep.vector_candidates > deep.hnsw_ef_search == 110
 
 
 def test_a_hybrid_packs_vector_side_fetches_half_of_full_texts_candidates() -> None:
     """limit x 2 vector candidates (40 at least, deep_search twice) against full text's
-    limit x 4; a vector-only pack's vector side fetches all of them, and the HNSW search is
-    as wide as what it returns."""
+    limit x 4; a vector-only pack's vector side fetches all of them. The HNSW search's width
+    is the setting's (``retrieval.index_settings`` floors it where no iterative scan fills a
+    branch past it)."""
     settings = Settings()
     recall = build_plan(_inputs("recall", limit=24), settings)
     assert (recall.candidates, recall.vector_candidates) == (96, 48)
-    assert recall.hnsw_ef_search == max(settings.hnsw_hybrid_ef_search, 48)
+    assert recall.hnsw_ef_search == settings.hnsw_hybrid_ef_search == 40
     deep = build_plan(_inputs("deep_search", limit=50), settings)
     assert (deep.candidates, deep.vector_candidates) == (400, 200)
     small = build_plan(_inputs("deep_search", limit=10), settings)
     assert (small.candidates, small.vector_candidates) == (80, 80)
     alone = build_plan(_inputs("recall", limit=24, mode="vector"), settings)
     assert alone.vector_candidates == alone.candidates == 96
-    assert alone.hnsw_ef_search == max(settings.hnsw_ef_search, 96)
+    assert alone.hnsw_ef_search == settings.hnsw_ef_search
 
 
 def test_matched_phrases_join_adjacent_words() -> None:

@@ -15,17 +15,19 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import text
 
+from bench.ranking_explain import explaining_pipeline
 from service import cache as cache_module
 from service.domain import ranking
 from service.domain.wake import select_wake
 from service.embedding.fake import FakeEmbedder
-from service.store import namespace_indexes
+from service.store import namespace_indexes, retrieval
 from service.store.retrieval import (
     NO_COMMON_TERMS_TTL,
     WIDE_RANDOM_PAGE_COST,
     RetrievalRepository,
     Scope,
     build_pack_sql,
+    index_settings,
     shard_common_terms,
 )
 from tests.conftest import Key, Seeder
@@ -257,21 +259,42 @@ async def test_the_wide_path_settings_reach_the_statements_of_the_scope(
     assert tuple(row) == ("123", "relaxed_order", str(WIDE_RANDOM_PAGE_COST))
 
 
-@pytest.mark.parametrize(("mode", "expected"), [("hybrid", 48), ("vector", 60)])
+@pytest.mark.parametrize(
+    ("mode", "expected", "ef_search"),
+    [("hybrid", 48, None), ("vector", 60, None), ("hybrid", 48, 8)],
+)
 async def test_the_vector_side_returns_its_own_candidates_on_both_paths(
-    app: FastAPI, key: Key, seed: Seeder, mode: str, expected: int
+    app: FastAPI,
+    key: Key,
+    seed: Seeder,
+    mode: str,
+    expected: int,
+    ef_search: int | None,
+    on_citus: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A hybrid recall pack of 24 takes 48 vector candidates (limit x 2), a vector-only one
     96 (here all 60 memories), on the exact scan and through the namespace's HNSW index
-    alike. The goal matches no word, so every candidate is a vector one. Each memory holds
-    six of thirty made-up words, so that their vectors spread out as a model's do (HNSW over
-    near-copies of one vector loses some of them)."""
+    alike, whatever the search's width (``ef_search`` 8: pgvector's iterative scan goes on
+    past it; the default hybrid width, 40, is below 48 too). The goal matches no word, so
+    every candidate is a vector one. Each memory holds six of thirty made-up words, so that
+    their vectors spread out as a model's do (HNSW over near-copies of one vector loses some
+    of them). On one node the wide statement's plan is kept, to show that it walked the
+    graph (a sorted scan of 60 rows would return them all whatever the width)."""
+    plan_lines: list[str] = []
+    monkeypatch.setattr(
+        retrieval,
+        "pipelined_transaction",
+        explaining_pipeline(retrieval.pipelined_transaction, plan_lines),
+    )
     words = [f"{a}{b}" for a in ("bar", "kel", "mon", "dri", "fus", "tap") for b in "aeiou"]
     pick = random.Random(7)
     for n in range(60):
         await seed.add(" ".join(pick.sample(words, 6)) + f" note{n}")
     scope = Scope(org_id=key.org_id, namespaces=["alice"])
     plan = _plan(app, "zyzzyva", mode=mode, limit=24)
+    if ef_search is not None:
+        plan = dataclasses.replace(plan, hnsw_ef_search=ef_search)
     counts = []
     for wide in (False, True):
         if wide:
@@ -282,6 +305,8 @@ async def test_the_vector_side_returns_its_own_candidates_on_both_paths(
             pack = await repo.rank(scope, plan, size, indexed=_indexed(scope, wide))
             counts.append(pack.candidates)
     assert counts == [expected, expected]
+    if not on_citus:
+        assert any("_v on memories" in line for line in plan_lines), plan_lines
 
 
 async def test_the_wide_path_prices_random_reads_for_hot_indexes(app: FastAPI) -> None:
@@ -443,3 +468,13 @@ def test_a_wide_scopes_candidates_are_not_read_again(app: FastAPI, mode: str) ->
         assert "valid_at" in scored
         narrow = build_pack_sql(scope, plan, narrow=True)
         assert "JOIN scoped m" in narrow[narrow.index("scored AS (") : narrow.index("gated AS (")]
+
+
+def test_without_an_iterative_scan_the_search_is_as_wide_as_a_branch_returns() -> None:
+    """pgvector older than 0.8 returns at most ``ef_search`` rows from a search: the
+    settings' statement then takes the width of the rows a branch returns (``ef_rows``),
+    and its own width on 0.8 and later (``ef``)."""
+    sql, params = index_settings(40, None, custom_plans=False, rows=48)
+    assert (params["ef"], params["ef_rows"]) == ("40", "48")
+    assert "THEN :ef ELSE :ef_rows END" in sql
+    assert index_settings(200, None, custom_plans=False, rows=96)[1]["ef_rows"] == "200"
