@@ -379,16 +379,24 @@ async def measure_writes(
     return out
 
 
-def main() -> int:
+def server_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The parser of a bench tool that talks to a running server, with the arguments every
+    such tool takes: ``--url`` and ``--key`` (or ``CTXPACK_URL``, ``CTXPACK_API_KEY``), and
+    ``--data-dir``, the server's ``CTXPACK_DATA_DIR`` (its embedded Postgres)."""
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--url", default=os.environ.get("CTXPACK_URL"), required=False)
-    parser.add_argument("--key", default=api_key_from_env(), required=False)
-    parser.add_argument("--seed", action="store_true", help="seed the store first (direct COPY)")
+    parser.add_argument("--url", default=os.environ.get("CTXPACK_URL"))
+    parser.add_argument("--key", default=api_key_from_env())
     parser.add_argument(
         "--data-dir", type=Path, help="the server's CTXPACK_DATA_DIR (embedded Postgres)"
     )
+    return parser
+
+
+def main() -> int:
+    parser = server_parser(__doc__)
+    parser.add_argument("--seed", action="store_true", help="seed the store first (direct COPY)")
     parser.add_argument("--database-url", help="or the server's external database URL")
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--per-user", type=int, default=100)

@@ -30,9 +30,8 @@ from typing import Any
 
 import httpx
 
-from bench.context_speed import parse_layouts
+from bench.context_speed import parse_layouts, server_parser
 from bench.stats import percentile
-from service.remote import api_key_from_env
 from service.store.retrieval import SCOPE_COUNT_CAP
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo"
@@ -143,12 +142,7 @@ async def run_scope(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--url", default=os.environ.get("CTXPACK_URL"))
-    parser.add_argument("--key", default=api_key_from_env())
-    parser.add_argument("--data-dir", type=Path, help="the server's CTXPACK_DATA_DIR")
+    parser = server_parser(__doc__)
     parser.add_argument("--scopes", default="speed-:1000", help="PREFIX:USERS,...")
     parser.add_argument("--modes", default="hybrid,lexical")
     parser.add_argument("--calls", type=int, default=100)

@@ -18,7 +18,6 @@ one plan against another: the questions are the same for the same ``--seed``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -26,13 +25,11 @@ import random
 import time
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.context_speed import DATA, percentiles_ms, read_jsonl
-from service.remote import api_key_from_env
+from bench.context_speed import DATA, percentiles_ms, read_jsonl, server_parser
 
 K = (5, 10)
 
@@ -119,12 +116,7 @@ async def measure(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--url", default=os.environ.get("CTXPACK_URL"))
-    parser.add_argument("--key", default=api_key_from_env())
-    parser.add_argument("--data-dir", type=Path, help="the server's CTXPACK_DATA_DIR")
+    parser = server_parser(__doc__)
     parser.add_argument("--namespace", default="big-u0:s1:t1")
     parser.add_argument("--questions", type=int, default=300)
     parser.add_argument("--retrieval", default="hybrid", choices=["hybrid", "lexical", "vector"])

@@ -28,7 +28,6 @@ It prints one JSON line per namespace with stored/s, the embedder's texts/s and 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -38,6 +37,7 @@ from typing import Any
 
 import httpx
 
+from bench.context_speed import server_parser
 from bench.measured_writes import (
     InterleavedPace,
     against_embedder,
@@ -48,7 +48,6 @@ from bench.measured_writes import (
     write_figure,
 )
 from bench.stats import percentile
-from service.remote import api_key_from_env
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo"
 
@@ -135,12 +134,7 @@ def singles(client: httpx.Client, namespace: str, texts: list[str]) -> dict[str,
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--url", default=os.environ.get("CTXPACK_URL"))
-    parser.add_argument("--key", default=api_key_from_env())
-    parser.add_argument("--data-dir", type=Path, help="the server's CTXPACK_DATA_DIR")
+    parser = server_parser(__doc__)
     parser.add_argument("--namespaces", default="write-ratio-fresh")
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--batch-size", type=int, default=50)
