@@ -737,17 +737,21 @@ class MemoryRepository:
         later than any instant). Returns every one's expiry as stored now."""
         if not wanted:
             return {}
-        for memory_id, expires_at in wanted.items():
-            later = (
-                Memory.expires_at.is_not(None)
-                if expires_at is None
-                else Memory.expires_at < expires_at
-            )
-            await self.session.execute(
-                update(Memory)
-                .where(Memory.org_id == org_id, Memory.id == memory_id, later)
-                .values(expires_at=expires_at, updated_at=func.now())
-            )
+        # One statement for the batch (a batch of 500 duplicates took 500 round trips, 126
+        # ms): a memory takes the wanted expiry where it is later, NULL being the latest.
+        await self.session.execute(
+            text(
+                """
+                UPDATE memories m SET expires_at = w.expires_at, updated_at = now()
+                FROM unnest(CAST(:ids AS uuid[]), CAST(:expiries AS timestamptz[]))
+                     AS w(id, expires_at)
+                WHERE m.org_id = :org AND m.id = w.id
+                  AND CASE WHEN w.expires_at IS NULL THEN m.expires_at IS NOT NULL
+                           ELSE m.expires_at < w.expires_at END
+                """
+            ),
+            {"org": org_id, "ids": list(wanted), "expiries": list(wanted.values())},
+        )
         rows = await self.session.execute(
             select(Memory.id, Memory.expires_at).where(
                 Memory.org_id == org_id, Memory.id.in_(list(wanted))

@@ -19,6 +19,7 @@ from service.domain.writes.apply import later, store_items
 from service.domain.writes.prepare import WriteItem, prepare
 from service.embedding import AsyncEmbedder
 from service.schemas.memories import RememberRequest
+from service.store.memories import MemoryRepository
 from tests.conftest import Key, SqlRows
 from tests.domain.conftest import caller_of
 
@@ -41,8 +42,6 @@ class Counting:
         return await self.inner.embed_documents(texts)
 
 
-
-
 def items(app: FastAPI, caller: Caller, *bodies: dict[str, Any]) -> list[WriteItem]:
     settings = app.state.ctx.settings
     pipeline = WritePipeline.for_settings(settings)
@@ -54,7 +53,9 @@ def items(app: FastAPI, caller: Caller, *bodies: dict[str, Any]) -> list[WriteIt
 
 async def store(app: FastAPI, session: AsyncSession, caller: Caller, *bodies: dict[str, Any]):  # type: ignore[no-untyped-def]
     model = Counting(app.state.ctx.embedder)
-    out = await store_items(session, model, app.state.ctx.settings, caller, items(app, caller, *bodies))  # type: ignore[arg-type]
+    out = await store_items(
+        session, model, app.state.ctx.settings, caller, items(app, caller, *bodies)
+    )  # type: ignore[arg-type]
     return out, model.calls
 
 
@@ -77,7 +78,9 @@ async def test_a_duplicate_keeps_its_copy_alive_for_the_longer_life(
 ) -> None:
     caller = await caller_of(session, key)
     soon, later_on = (datetime.now(UTC) + timedelta(hours=h) for h in (1, 48))
-    made, _ = await store(app, session, caller, {"content": FACTS[0], "expires_at": soon.isoformat()})
+    made, _ = await store(
+        app, session, caller, {"content": FACTS[0], "expires_at": soon.isoformat()}
+    )
     await store(app, session, caller, {"content": FACTS[0], "expires_at": later_on.isoformat()})
     await session.commit()
     (row,) = await sql("SELECT expires_at FROM memories WHERE id = :i", i=made[0][1])
@@ -86,6 +89,34 @@ async def test_a_duplicate_keeps_its_copy_alive_for_the_longer_life(
     await session.commit()
     (row,) = await sql("SELECT expires_at FROM memories WHERE id = :i", i=made[0][1])
     assert row[0] is None
+
+
+async def test_one_call_gives_each_copy_the_longer_of_its_lives(
+    app: FastAPI, session: AsyncSession, key: Key
+) -> None:
+    """``extend_life`` over several memories at once (one statement): a later wanted expiry
+    wins, an earlier one does not, "never" (None) beats any instant, and a memory that never
+    expires keeps never expiring."""
+    caller = await caller_of(session, key)
+    soon, later_on = (datetime.now(UTC) + timedelta(hours=h) for h in (1, 48))
+    lives = [soon, later_on, None, soon]
+    made, _ = await store(
+        app,
+        session,
+        caller,
+        *[
+            {"content": f, **({"expires_at": e.isoformat()} if e else {})}
+            for f, e in zip(
+                [*FACTS, "Incident reviews are written within two working days of the fix."],
+                lives,
+                strict=True,
+            )
+        ],
+    )
+    ids = [made[n][1] for n in range(4)]
+    wanted = {ids[0]: later_on, ids[1]: soon, ids[2]: soon, ids[3]: None}
+    stored = await MemoryRepository(session).extend_life(caller.org_id, wanted)
+    assert stored == {ids[0]: later_on, ids[1]: later_on, ids[2]: None, ids[3]: None}
 
 
 def test_the_later_life_of_two_is_none_when_either_never_ends() -> None:
@@ -113,9 +144,9 @@ async def test_a_new_memory_is_written_with_its_links_supersession_and_project(
     assert sorted((t, r) for t, r in edges) == sorted([(other, "depends_on"), (old, "supersedes")])
     (row,) = await sql("SELECT superseded_by FROM memories WHERE id = :i", i=old)
     assert row[0] == new_id
-    assert await sql(
-        "SELECT 1 FROM projects WHERE org_id = :o AND id = 'billing'", o=key.org_id
-    ) != []
+    assert (
+        await sql("SELECT 1 FROM projects WHERE org_id = :o AND id = 'billing'", o=key.org_id) != []
+    )
 
 
 async def test_a_gate_rejected_item_is_not_stored(
@@ -124,6 +155,8 @@ async def test_a_gate_rejected_item_is_not_stored(
     caller = await caller_of(session, key)
     prepared = items(app, caller, {"content": "ok"}, {"content": FACTS[0]})
     assert prepared[0].rejection is not None
-    out = await store_items(session, app.state.ctx.embedder, app.state.ctx.settings, caller, prepared)
+    out = await store_items(
+        session, app.state.ctx.embedder, app.state.ctx.settings, caller, prepared
+    )
     assert set(out) == {1} and out[1][0] == "created"
     assert isinstance(out[1][1], uuid.UUID)
