@@ -30,14 +30,9 @@ from typing import Any
 import httpx
 
 from bench.context_speed import DATA, percentiles_ms, read_jsonl, server_parser
+from service.domain.namespaces import ancestors
 
 K = (5, 10)
-
-
-def visible_namespaces(namespace: str) -> list[str]:
-    """The namespaces a pack at ``namespace`` reads: it and its ancestors."""
-    parts = namespace.split(":")
-    return [":".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 def gold_texts(memories: Sequence[dict[str, Any]]) -> dict[str, str]:
@@ -132,9 +127,7 @@ def main() -> int:
     who.raise_for_status()
     org = uuid.UUID(who.json()["org_id"])
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
-    in_scope = scope_contents(
-        resolve_database_url(settings), org, visible_namespaces(args.namespace)
-    )
+    in_scope = scope_contents(resolve_database_url(settings), org, ancestors(args.namespace))
     questions = counted(
         read_jsonl(DATA / "queries.jsonl"),
         gold_texts(read_jsonl(DATA / "memories.jsonl")),

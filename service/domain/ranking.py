@@ -212,12 +212,11 @@ def _matched_phrases(goal: str, stems: tuple[str, ...]) -> tuple[str, ...]:
         return ()
     phrases: list[str] = []
     run: list[str] = []
-    exact = tuple(stems)
     # The respelling rule's prefixes: a part starting with none of them skips the rule.
     respelt = tuple(s[:-1] for s in stems if len(s) > 3)
     for word, parts in _goal_words(goal):
         if any(
-            p.startswith(exact) or (p.startswith(respelt) and _respelt(p, stems)) for p in parts
+            p.startswith(stems) or (p.startswith(respelt) and _respelt(p, stems)) for p in parts
         ):
             run.append(word)
         elif run:

@@ -56,18 +56,12 @@ _cached_chunk_tokens = lru_cache(maxsize=CHUNK_CACHE_SIZE)(_chunk_tokens)
 
 
 def _line_tokens(line: str) -> int:
-    """Tokens of one line (no line break in it), chunk by chunk (``map`` over the cache
-    when every chunk is short, as nearly always: no Python frame per chunk)."""
-    chunks = _CHUNKS.findall(line)
-    if not chunks:
-        return 0
-    if max(map(len, chunks)) <= CACHED_CHUNK_MAX_CHARS:
-        return sum(map(_cached_chunk_tokens, chunks))
+    """Tokens of one line (no line break in it), chunk by chunk."""
     return sum(
         _cached_chunk_tokens(chunk)
         if len(chunk) <= CACHED_CHUNK_MAX_CHARS
         else _chunk_tokens(chunk)
-        for chunk in chunks
+        for chunk in _CHUNKS.findall(line)
     )
 
 

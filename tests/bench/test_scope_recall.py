@@ -3,12 +3,14 @@ finds a gold turn."""
 
 from __future__ import annotations
 
-from bench.scope_recall import counted, found_at, gold_texts, visible_namespaces
+from bench.scope_recall import counted, found_at, gold_texts
+from service.domain.namespaces import ancestors
 
 
 def test_a_task_reads_its_session_and_its_user() -> None:
-    assert visible_namespaces("big-u0:s1:t1") == ["big-u0", "big-u0:s1", "big-u0:s1:t1"]
-    assert visible_namespaces("solo") == ["solo"]
+    """The scope the tool reads its texts from is the namespace and its ancestors."""
+    assert ancestors("big-u0:s1:t1") == ["big-u0", "big-u0:s1", "big-u0:s1:t1"]
+    assert ancestors("solo") == ["solo"]
 
 
 def test_only_questions_whose_gold_turn_the_scope_holds_count() -> None:
