@@ -10,11 +10,13 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from service.domain.auth import Caller
 from service.domain.write_pipeline import WritePipeline
+from service.domain.writes import apply
 from service.domain.writes.apply import later, store_items
 from service.domain.writes.prepare import WriteItem, prepare
 from service.embedding import AsyncEmbedder
@@ -71,6 +73,58 @@ async def test_a_batch_asks_the_model_once_and_a_resent_batch_not_at_all(
     again, calls = await store(app, session, caller, *bodies)
     assert calls == []
     assert [again[n][:2] for n in range(4)] == [("duplicate", first[n][1]) for n in range(4)]
+
+
+SERVICES = ["billing", "search", "ingest", "mailer", "scheduler", "gateway", "ledger", "cache"]
+REGIONS = ["frankfurt", "oregon", "tokyo", "sydney", "virginia"]
+
+
+def runbook(n: int, verb: str = "drain") -> str:
+    """A distinct fact per ``n`` (its own service, region and numbers); ``verb`` changes one
+    word, which leaves it a near duplicate of the same ``n`` with another verb."""
+    service, region = SERVICES[n % len(SERVICES)], REGIONS[n // len(SERVICES) % len(REGIONS)]
+    return (
+        f"Before patching {service} in {region}, {verb} queue q{n * 7 + 3} and wait "
+        f"{n + 2} minutes for lease {n * 13 + 1} to expire."
+    )
+
+
+async def test_a_big_batch_probes_beside_its_insert_and_lists_what_a_sequential_probe_lists(
+    app: FastAPI, session: AsyncSession, key: Key, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caller = await caller_of(session, key)
+    n = apply.PROBE_BESIDE_MIN + 8
+    originals, _ = await store(app, session, caller, *[{"content": runbook(i)} for i in range(n)])
+    await session.commit()
+    # Each item a near copy of one stored memory, and of its neighbour in the batch (the
+    # same fact, a third verb), which no probe may list: it is the batch's own.
+    batch = [{"content": runbook(i // 2, "empty" if i % 2 else "flush")} for i in range(2 * n)]
+    probed_on: list[AsyncSession] = []
+    real = apply.probe_fresh
+
+    async def spy(repo: MemoryRepository, *args: Any) -> Any:
+        probed_on.append(repo.session)
+        return await real(repo, *args)
+
+    monkeypatch.setattr(apply, "probe_fresh", spy)
+    beside, calls = await store(app, session, caller, *batch)
+    assert calls == [2 * n]
+    assert probed_on and all(s is not session for s in probed_on)  # its own connection
+    await session.rollback()
+    probed_on.clear()
+    monkeypatch.setattr(apply, "PROBE_BESIDE_MIN", 10**6)
+    sequential, _ = await store(app, session, caller, *batch)
+    assert probed_on == [session]
+
+    def listed(out: dict[int, Any]) -> dict[int, list[uuid.UUID]]:
+        return {i: [d.id for d in out[i][2]] for i in range(2 * n)}
+
+    assert [beside[i][0] for i in range(2 * n)] == ["created"] * (2 * n)
+    assert listed(beside) == listed(sequential)
+    for i in range(2 * n):
+        assert listed(beside)[i][0] == originals[i // 2][1]  # its stored fact, first
+    batch_ids = {beside[i][1] for i in range(2 * n)} | {sequential[i][1] for i in range(2 * n)}
+    assert not batch_ids & {m for ids in listed(beside).values() for m in ids}
 
 
 async def test_a_duplicate_keeps_its_copy_alive_for_the_longer_life(
