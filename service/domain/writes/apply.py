@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
@@ -221,8 +221,15 @@ async def embed_probe_insert(
         async with AsyncSession(engine) as side, side.begin():
             return await probe_fresh(MemoryRepository(side), settings, caller, fresh, vectors)
 
-    near, inserted = await asyncio.gather(beside(), repo.insert_many(rows))
-    return inserted, near
+    # Both run to their end before either's error is raised: the caller's session must not
+    # be rolled back while its INSERT is still running on it.
+    probed, stored = await asyncio.gather(beside(), repo.insert_many(rows), return_exceptions=True)
+    for outcome in (probed, stored):
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return cast(dict[ContentKey, uuid.UUID], stored), cast(
+        dict[int, list[tuple[uuid.UUID, str, float]]], probed
+    )
 
 
 async def store_keyed(

@@ -6,6 +6,7 @@ holds on every path is tests/domain/writes/test_every_path.py."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -125,6 +126,41 @@ async def test_a_big_batch_probes_beside_its_insert_and_lists_what_a_sequential_
         assert listed(beside)[i][0] == originals[i // 2][1]  # its stored fact, first
     batch_ids = {beside[i][1] for i in range(2 * n)} | {sequential[i][1] for i in range(2 * n)}
     assert not batch_ids & {m for ids in listed(beside).values() for m in ids}
+
+
+async def test_a_failed_probe_beside_the_insert_fails_the_batch_and_stores_nothing(
+    app: FastAPI, session: AsyncSession, key: Key, monkeypatch: pytest.MonkeyPatch, sql: SqlRows
+) -> None:
+    caller = await caller_of(session, key)
+    real = apply.probe_fresh
+
+    async def failing(repo: MemoryRepository, *args: Any) -> Any:
+        if repo.session is not session:  # the probe on its own connection
+            raise RuntimeError("probe failed")
+        return await real(repo, *args)
+
+    inserting: list[str] = []
+    insert_many = MemoryRepository.insert_many
+
+    async def slow_insert(repo: MemoryRepository, rows: Any) -> Any:
+        inserting.append("started")
+        await asyncio.sleep(0.05)  # still running when the probe fails
+        out = await insert_many(repo, rows)
+        inserting.append("done")
+        return out
+
+    monkeypatch.setattr(apply, "probe_fresh", failing)
+    monkeypatch.setattr(MemoryRepository, "insert_many", slow_insert)
+    bodies = [
+        {"content": runbook(i), "namespace": "probe-fails"} for i in range(apply.PROBE_BESIDE_MIN)
+    ]
+    with pytest.raises(RuntimeError, match="probe failed"):
+        await store(app, session, caller, *bodies)
+    # The error is raised once the INSERT is over, never while it still runs on the caller's
+    # session; the caller's rollback then leaves nothing.
+    assert inserting == ["started", "done"]
+    await session.rollback()
+    assert await sql("SELECT count(*) FROM memories WHERE namespace = 'probe-fails'") == [(0,)]
 
 
 async def test_a_duplicate_keeps_its_copy_alive_for_the_longer_life(
