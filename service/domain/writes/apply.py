@@ -183,8 +183,8 @@ PROBE_BESIDE_MIN = 32
 own beside the INSERT (``embed_probe_insert``). Measured in process with the model stubbed
 (medians of 30 batches, alternated): batches of 16, 32 and 64 over small namespaces took
 the same time either way (15.3 / 15.7, 21.4 / 20.7, 31.4 / 31.6 ms beside / one after the
-other); 32 into an indexed task namespace 49.6 / 55.2 ms, 64 into the 40k-memory one
-101 / 136 ms. A smaller batch gains nothing to pay for the second connection."""
+other); 32 into an indexed task namespace 49.6 / 55.2 ms, 64 into an indexed namespace of
+60k memories 101 / 136 ms. A smaller batch gains nothing to pay for the second connection."""
 
 
 async def embed_probe_insert(
@@ -199,7 +199,7 @@ async def embed_probe_insert(
     near duplicates and their INSERT at the same time, the probe on a connection of its own
     and the INSERT in the caller's transaction, so Postgres runs them in two backends, one
     core each, while the model is idle. Both grow with a namespace's HNSW graph: 500 items
-    into a 40k-memory namespace took 450-600 ms to insert and 270-310 ms to probe, one
+    into a namespace of 40-60k memories took 450-600 ms to insert and 270-310 ms to probe, one
     after the other.
 
     Returns the rows inserted (``{content key: id}``, as ``insert_many``) and each item's
