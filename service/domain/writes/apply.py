@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
@@ -125,25 +125,12 @@ async def keep_duplicates_alive(
         i.expires_at = stored.get(outcome[i.index][1])
 
 
-async def embed_and_probe(
-    repo: MemoryRepository,
-    embedder: AsyncEmbedder,
-    settings: Settings,
-    caller: Caller,
-    fresh: list[tuple[WriteItem, WritePlan]],
-) -> tuple[VectorBatch, dict[int, list[tuple[uuid.UUID, str, float]]]]:
-    """One model call for the items to store (their plans' ``embed_text``), then their near
-    duplicates within the duplicate reach (``{index: [(id, name, cosine)]}``). The vectors
-    come back as one ``VectorBatch`` (store/vectors.py), whose rows the probe and the INSERT
-    both bind."""
-    vectors = await embed_fresh(embedder, fresh)
-    return vectors, await probe_fresh(repo, settings, caller, fresh, vectors)
-
-
 async def embed_fresh(
     embedder: AsyncEmbedder, fresh: list[tuple[WriteItem, WritePlan]]
 ) -> VectorBatch:
-    """One model call for ``fresh`` items' plans' ``embed_text``, as one ``VectorBatch``."""
+    """One model call for the items to store (their plans' ``embed_text``). The vectors come
+    back as one ``VectorBatch`` (store/vectors.py), made in a worker thread, whose rows the
+    near-duplicate probe and the INSERT both bind."""
     embedded = await embedder.embed_documents([p.embed_text or "" for _, p in fresh])
     return await asyncio.to_thread(VectorBatch, embedded)
 
@@ -155,7 +142,8 @@ async def probe_fresh(
     fresh: list[tuple[WriteItem, WritePlan]],
     vectors: VectorBatch,
 ) -> dict[int, list[tuple[uuid.UUID, str, float]]]:
-    """``fresh`` items' near duplicates within the duplicate reach, through ``repo``."""
+    """``fresh`` items' near duplicates within the duplicate reach (``{index: [(id, name,
+    cosine)]}``), through ``repo``."""
     return await repo.near_duplicates(
         caller.org_id,
         [
@@ -224,12 +212,11 @@ async def embed_probe_insert(
     # Both run to their end before either's error is raised: the caller's session must not
     # be rolled back while its INSERT is still running on it.
     probed, stored = await asyncio.gather(beside(), repo.insert_many(rows), return_exceptions=True)
-    for outcome in (probed, stored):
-        if isinstance(outcome, BaseException):
-            raise outcome
-    return cast(dict[ContentKey, uuid.UUID], stored), cast(
-        dict[int, list[tuple[uuid.UUID, str, float]]], probed
-    )
+    if isinstance(probed, BaseException):
+        raise probed
+    if isinstance(stored, BaseException):
+        raise stored
+    return stored, probed
 
 
 async def store_keyed(
@@ -294,7 +281,8 @@ async def store_keyed(
             )
     near: dict[int, list[tuple[uuid.UUID, str, float]]] = {}
     if fresh:
-        vectors, near = await embed_and_probe(repo, embedder, settings, caller, fresh)
+        vectors = await embed_fresh(embedder, fresh)
+        near = await probe_fresh(repo, settings, caller, fresh, vectors)
         inserted = await repo.insert_many(new_rows(fresh, ids, vectors))
         for i, _ in fresh:
             if i.content_key not in inserted:
