@@ -176,6 +176,15 @@ class Memory(Base):
         # supersession chains backwards, without reading the whole org.
         Index("ix_memories_org_id_created_at", "org_id", "created_at"),
         Index("ix_memories_org_id_type", "org_id", "type"),
+        # Near-duplicate probes (migration 0010): the current memories of one namespace and
+        # type, without fetching the namespace's other types from the heap.
+        Index(
+            "ix_memories_live_org_id_namespace_type",
+            "org_id",
+            "namespace",
+            "type",
+            postgresql_where=text("superseded_by IS NULL"),
+        ),
         # Subtree filters (``namespace LIKE 'u:s:%'``) under any collation.
         Index(
             "ix_memories_org_id_namespace_pattern",
