@@ -13,9 +13,9 @@ does nothing.
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import Connection, create_engine, pool, text
+from sqlalchemy import Connection, create_engine, pool
 
-from service.store.distribution import distribute, has_citus
+from service.store.distribution import distribute, sequential_shard_commands
 from service.store.models import Base
 from service.store.namespace_indexes import PREFIX as NAMESPACE_INDEX_PREFIX
 
@@ -37,11 +37,9 @@ def _run(connection: Connection) -> None:
         include_object=_include_object,
     )
     with context.begin_transaction():
-        if has_citus(connection):
-            # One connection per worker for the whole migration: Citus refuses DDL on an
-            # extension (and some on reference tables) after a parallel multi-shard command
-            # in the same transaction.
-            connection.execute(text("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'"))
+        # A migration that leaves the transaction (``autocommit_block``) sets it again on
+        # the one that follows (migration 0010).
+        sequential_shard_commands(connection)
         context.run_migrations()
     if connection.in_transaction():
         connection.commit()

@@ -41,6 +41,14 @@ def has_citus(conn: Connection) -> bool:
     return row is not None
 
 
+def sequential_shard_commands(conn: Connection) -> None:
+    """In a migration's transaction on a Citus coordinator: one connection per worker for the
+    rest of it. Citus refuses DDL on an extension (and some on reference tables) after a
+    parallel multi-shard command in the same transaction. Nothing on plain PostgreSQL."""
+    if has_citus(conn):
+        conn.execute(text("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'"))
+
+
 def _distributed(conn: Connection) -> set[str]:
     rows = conn.execute(
         text(

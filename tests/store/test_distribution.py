@@ -92,3 +92,18 @@ def test_upgrade_downgrade_upgrade_on_the_cluster() -> None:
     upgrade(ROUNDTRIP_URL)
     assert _citus_tables(ROUNDTRIP_URL) == _expected()
     command.check(alembic_config(ROUNDTRIP_URL))
+    # Migration 0010 on a distributed table: its index dropped and built CONCURRENTLY on the
+    # shards, outside the migration's transaction, the migrations around it still run.
+    downgrade(ROUNDTRIP_URL, "0008")
+    upgrade(ROUNDTRIP_URL)
+    with psycopg.connect(libpq_url(ROUNDTRIP_URL)) as conn:
+        shards = conn.execute(
+            "SELECT count(*) FROM run_command_on_shards('memories', $$SELECT 1 FROM pg_index "
+            "WHERE indexrelid = to_regclass('ix_memories_live_org_id_namespace_type_' || "
+            "split_part('%s', '_', 2)) AND indisvalid$$) WHERE result = '1'"
+        ).fetchone()
+        total = conn.execute(
+            "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'memories'::regclass"
+        ).fetchone()
+    assert shards == total and total is not None and total[0] > 0
+    command.check(alembic_config(ROUNDTRIP_URL))

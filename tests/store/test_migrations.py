@@ -76,3 +76,28 @@ def test_check_detects_drift(pg_server: object) -> None:
     url = str(with_database(admin, "ctxpack_empty"))
     with pytest.raises(CommandError):
         command.check(alembic_config(url))
+
+
+def test_an_index_build_that_failed_is_built_again(pg_server: object) -> None:
+    """Migration 0010 builds its index CONCURRENTLY, which on failure leaves an invalid index
+    of that name behind; the next upgrade drops it and builds the right one (``IF NOT
+    EXISTS`` alone would keep the invalid one for good)."""
+    admin = pg_server.get_uri()  # type: ignore[attr-defined]
+    ensure_database(admin, "ctxpack_rebuild")
+    url = str(with_database(admin, "ctxpack_rebuild"))
+    upgrade(url)
+    downgrade(url, "0009")
+    name = "ix_memories_live_org_id_namespace_type"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE INDEX {name} ON memories (org_id)")
+        conn.execute(f"UPDATE pg_index SET indisvalid = false WHERE indexrelid = '{name}'::regclass")
+    upgrade(url)
+    with psycopg.connect(url) as conn:
+        valid, definition = conn.execute(
+            "SELECT i.indisvalid, pg_get_indexdef(i.indexrelid) FROM pg_index i "
+            "WHERE i.indexrelid = %s::regclass",
+            (name,),
+        ).fetchone()  # type: ignore[misc]
+    assert valid
+    assert "(org_id, namespace, type) WHERE (superseded_by IS NULL)" in definition
+    command.check(alembic_config(url))
