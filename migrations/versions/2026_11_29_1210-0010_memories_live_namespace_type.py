@@ -6,15 +6,15 @@ namespace and type (store/memories.py, ``near_lateral``). In a namespace scanned
 walked ``ix_memories_org_id_namespace_pattern``, fetched every row of the namespace from
 the heap and dropped the other types' (107 of 131 rows per probe at the bench's 100k
 store). Through this index it fetches only the rows it compares: 500 probes took 73 ms
-rather than 218 ms (EXPLAIN ANALYZE, same probes), and 0.23-0.34 s rather than 0.43-0.54 s
-inside a batch of 500 right after the model. A batch INSERT of 500 rows pays 65.4 ms
+rather than 218 ms (EXPLAIN ANALYZE, same probes), and 0.16-0.27 s rather than 0.25-0.38 s
+inside the bench's batches of 500, right after the model (runs alternated). A batch INSERT of 500 rows pays 65.4 ms
 rather than 62.8 ms for the extra index (medians of 18, alternated).
 
 The index is built ``CONCURRENTLY``, outside the migration's transaction: writes go on while
 it builds (``ctxpack db upgrade`` from 0009 took 8.9 s at the bench's 1M memories, 2.0 s
-with nothing to do). A build that failed leaves an invalid
-index behind, which the next upgrade drops and builds again. Citus propagates ``CREATE
-INDEX CONCURRENTLY`` on a distributed table to its shards.
+with nothing to do). A build that failed leaves an invalid index behind, which the next
+upgrade drops and builds again. Citus propagates ``CREATE INDEX CONCURRENTLY`` on a
+distributed table to its shards.
 
 Revision ID: 0010
 Revises: 0009
