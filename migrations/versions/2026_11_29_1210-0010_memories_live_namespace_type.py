@@ -7,8 +7,9 @@ walked ``ix_memories_org_id_namespace_pattern``, fetched every row of the namesp
 the heap and dropped the other types' (107 of 131 rows per probe at the bench's 100k
 store). Through this index it fetches only the rows it compares: 500 probes took 73 ms
 rather than 218 ms (EXPLAIN ANALYZE, same probes), and 0.16-0.27 s rather than 0.25-0.38 s
-inside the bench's batches of 500, right after the model (runs alternated). A batch INSERT of 500 rows pays 65.4 ms
-rather than 62.8 ms for the extra index (medians of 18, alternated).
+inside the bench's batches of 500, right after the model (runs alternated). A batch INSERT
+of 500 rows pays 65.4 ms rather than 62.8 ms for the extra index (medians of 18,
+alternated).
 
 The index is built ``CONCURRENTLY``, outside the migration's transaction: writes go on while
 it builds (``ctxpack db upgrade`` from 0009 took 8.9 s at the bench's 1M memories, 2.0 s

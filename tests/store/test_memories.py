@@ -243,6 +243,32 @@ async def test_an_exact_probe_reads_only_the_current_rows_of_its_type(
                 "embedding": base if n == 3 else _unit(rng.standard_normal(EMBEDDING_DIMS)),
             }
         )
+    # An older copy of the stored fact, superseded by it: the index leaves it out, as the
+    # probe's reach does.
+    rows.append(
+        {
+            **rows[3],
+            "id": uuid.uuid4(),
+            "name": "typed superseded",
+            "content_hash": f"{999:064x}",
+            "superseded_by": rows[3]["id"],
+        }
+    )
+    # The org's other namespaces, as an org has them: by type alone the namespace's rows are
+    # a few among many.
+    for n in range(300):
+        rows.append(
+            {
+                "org_id": key.org_id,
+                "id": uuid.uuid4(),
+                "namespace": f"typed-other-{n % 30}",
+                "type": ("decision", "gotcha", "procedure")[n % 3],
+                "name": f"other {n}",
+                "content": f"Other memory {n}.",
+                "content_hash": f"{n + 5000:064x}",
+                "embedding": _unit(rng.standard_normal(EMBEDDING_DIMS)),
+            }
+        )
     probe = (0, "typed", "decision", None, None, np.asarray(base, dtype=np.float32))
     params = memories.probe_rows_params(key.org_id, [probe], 0.9, 5, [])
     sql = memories.near_exact_sql([])
