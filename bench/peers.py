@@ -103,12 +103,17 @@ def peer_versions() -> dict[str, str]:
 
 
 def server_versions(db_url: str) -> dict[str, str]:
-    """PostgreSQL server version and the pgvector version available on it."""
+    """PostgreSQL server version, the pgvector version available on it, its shared_buffers
+    and whether they are on huge pages (``service.store.huge_pages``: big scopes' context
+    calls are faster on them, so a reader of the figures needs to know)."""
     import psycopg
+
+    from service.store import huge_pages
 
     with psycopg.connect(db_url, autocommit=True) as conn:
         pg = conn.execute("SHOW server_version").fetchone()[0]
         buffers = conn.execute("SHOW shared_buffers").fetchone()[0]
+        pages = huge_pages.status(conn).status
         row = conn.execute(
             "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
         ).fetchone()
@@ -116,6 +121,7 @@ def server_versions(db_url: str) -> dict[str, str]:
         "postgresql": pg,
         "pgvector": row[0] if row else "unavailable",
         "shared_buffers": buffers,
+        "huge pages": pages,
     }
 
 

@@ -1,7 +1,8 @@
 """``ctxpack serve``, ``ctxpack db`` and ``ctxpack keys``.
 
     ctxpack serve [--host H] [--port P] [--data-dir D] [--database-url URL] [--no-migrate]
-    ctxpack db upgrade|downgrade|current
+    ctxpack db upgrade|downgrade|current|index
+    ctxpack db huge-pages [--reserve]
     ctxpack keys create --org NAME [--project P]... [--namespace PREFIX]... [--scope S]...
     ctxpack keys list [--org NAME]
     ctxpack keys revoke KEY_ID
@@ -36,7 +37,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from service.app import create_app
     from service.domain.keys import bootstrap_admin_key
     from service.logs import configure_logging
-    from service.store.database import upgrade
+    from service.store.database import libpq_url, upgrade
+    from service.store.huge_pages import log_at_start
 
     configure_logging(settings.log_level)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -44,6 +46,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     url = with_resources(settings, _database_url, check_schema=False)
     if settings.migrate_on_start:
         upgrade(url)
+    log_at_start(libpq_url(url), local=settings.embedded)
     if settings.print_bootstrap_key:
         created = in_session(settings, bootstrap_admin_key, database_url=url, check_schema=False)
         if created is not None:
@@ -99,12 +102,62 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
         )
         return 0
     url = with_resources(settings, _database_url, check_schema=False)
+    if args.db_command == "huge-pages":
+        return _huge_pages(settings, url, reserve=args.reserve)
     if args.db_command == "upgrade":
         upgrade(url, args.revision or "head")
     elif args.db_command == "downgrade":
         downgrade(url, args.revision or "-1")
     else:
         command.current(alembic_config(url), verbose=False)
+    return 0
+
+
+def _huge_pages(settings: Settings, url: str, *, reserve: bool) -> int:
+    """Report whether the database's shared memory is on huge pages; with ``reserve``, grow
+    this machine's pool by what the embedded server lacks (store/huge_pages.py)."""
+    import psycopg
+
+    from service.errors import InvalidInput
+    from service.store import huge_pages
+    from service.store.database import libpq_url
+
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        server = huge_pages.status(conn)
+    local = settings.embedded
+    pool = huge_pages.kernel_pool() if local else None
+    print(f"shared memory on huge pages: {server.status}")
+    if server.needed is not None:
+        print(f"huge pages it needs: {server.needed}")
+    if pool is not None:
+        print(f"this machine's pool: {pool.total} reserved, {pool.free} free, {pool.page_kb} kB each")
+    if reserve and not local:
+        raise InvalidInput(
+            "reserve",
+            "--reserve grows this machine's pool for the embedded server; for an external "
+            "database reserve the pages on its host (vm.nr_hugepages)",
+        )
+    more = huge_pages.shortfall(server, pool)
+    if reserve and more:
+        assert pool is not None  # shortfall is 0 without a pool
+        try:
+            pool = huge_pages.reserve(more)
+        except PermissionError:
+            raise InvalidInput(
+                "reserve",
+                f"writing {huge_pages.NR_HUGEPAGES} needs root: run this as root, or "
+                f"sysctl -w vm.nr_hugepages={pool.total + more}",
+            ) from None
+        print(f"this machine's pool now: {pool.total} reserved, {pool.free} free")
+        if huge_pages.shortfall(server, pool):
+            print(
+                "the kernel reserved fewer pages than asked (its memory is fragmented); "
+                "reserving them early after a boot, or in the kernel's command line, works"
+            )
+            return 1
+    hint = huge_pages.advice(server, pool, local=local)
+    if hint is not None:
+        print(hint)
     return 0
 
 
@@ -181,10 +234,22 @@ def add_parsers(sub: Any) -> None:
             "build big namespaces' own indexes now, drop shrunk ones' (the server's job "
             "does it in the background)",
         ),
+        (
+            "huge-pages",
+            "whether Postgres's shared memory is on huge pages, and the pages it needs "
+            "(big scopes' context calls are faster on them)",
+        ),
     ):
         p = db_sub.add_parser(name, help=help_text, description=help_text)
         if name in ("upgrade", "downgrade"):
             p.add_argument("revision", nargs="?", help="target revision")
+        if name == "huge-pages":
+            p.add_argument(
+                "--reserve",
+                action="store_true",
+                help="grow this machine's huge-page pool (vm.nr_hugepages; needs root) by the "
+                "pages the embedded Postgres lacks; it takes them at its next start",
+            )
         if name == "index":
             p.add_argument(
                 "--rebuild",
