@@ -236,8 +236,7 @@ def add_parsers(sub: Any) -> None:
         ),
         (
             "huge-pages",
-            "whether Postgres's shared memory is on huge pages, and the pages it needs "
-            "(big scopes' context calls are faster on them)",
+            "whether Postgres's shared memory is on huge pages, and the pages it needs",
         ),
     ):
         p = db_sub.add_parser(name, help=help_text, description=help_text)

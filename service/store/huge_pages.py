@@ -8,7 +8,8 @@ are slow once other work has pushed them out of the caches: a context call over 
 tens of thousands of memories touches a few thousand random buffers. Measured on the
 2-core VM this project is built on (docs/context.md, "Fifteenth session"): the big-scope
 layout's p50 1.42-1.46x the small layout's with the pages reserved, against 1.47-1.54x
-without (``bench.context_speed --layouts``, eight runs each way).
+without (``bench.context_speed --layouts``, eight runs each way); the bench's scope table,
+two runs each way, showed no gain. Measure on your own workload.
 
 ``status`` reads what the server reports (``huge_pages_status``, PostgreSQL 17 and later, and
 ``shared_memory_size_in_huge_pages``, the pages its shared memory needs). ``kernel_pool`` and
@@ -125,9 +126,14 @@ def advice(server: ServerPages, pool: KernelPool | None, *, local: bool) -> str 
 
 def log_at_start(url: str, *, local: bool) -> None:
     """One log line as ``serve`` starts: the server's huge-page status, the pages it needs and,
-    when they are not in use, what to do (``advice``)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        server = status(conn)
+    when they are not in use, what to do (``advice``). A report, so a database that cannot
+    answer it only costs the line."""
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            server = status(conn)
+    except psycopg.Error as exc:
+        log.warning("postgres_huge_pages_unread", extra={"error": type(exc).__name__})
+        return
     pool = kernel_pool() if local else None
     log.info(
         "postgres_huge_pages",

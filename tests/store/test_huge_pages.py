@@ -198,3 +198,11 @@ def test_serve_logs_the_status_and_what_to_do(
     assert record.needed == server.needed  # type: ignore[attr-defined]
     if server.status == "off":
         assert "--reserve" in record.advice  # type: ignore[attr-defined]
+
+
+def test_serve_starts_when_the_status_cannot_be_read(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="service.store.huge_pages"):
+        huge_pages.log_at_start("postgresql://nobody@/nowhere?host=/nonexistent", local=True)
+    (record,) = [r for r in caplog.records if r.name == "service.store.huge_pages"]
+    assert record.getMessage() == "postgres_huge_pages_unread"
+    assert "nowhere" not in record.error  # type: ignore[attr-defined]
