@@ -16,9 +16,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+import psycopg
+import sqlalchemy.exc
+
 from service.cli import audit, bench, core, lifecycle, mcp
 from service.cli.common import Handler, settings_from
-from service.errors import CtxpackError
+from service.errors import CtxpackError, ServiceUnavailable
 
 COMMANDS = (core, mcp, audit, bench, lifecycle)
 
@@ -42,6 +45,13 @@ def main(argv: list[str] | None = None) -> int:
         return handler(args, settings_from(args))
     except CtxpackError as exc:
         print(f"ctxpack: error: {exc.code}: {exc.message}", file=sys.stderr)
+        return 2
+    except (psycopg.OperationalError, sqlalchemy.exc.OperationalError) as exc:
+        # A database that cannot be reached (a wrong URL, role or socket, a server down):
+        # libpq's own words, one line, no traceback.
+        cause = getattr(exc, "orig", None) or exc
+        reason = " ".join(str(cause).split()) or type(cause).__name__
+        print(f"ctxpack: error: {ServiceUnavailable.code}: database: {reason}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

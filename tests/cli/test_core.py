@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import anyio.to_thread
 import httpx
@@ -85,3 +86,23 @@ def test_sigterm_after_uvicorns_shutdown_exits_through_atexit() -> None:
     with pytest.raises(SystemExit) as exc:
         cli._exit_on_signal(signal.SIGTERM, None)
     assert exc.value.code == 128 + signal.SIGTERM
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["db", "current"],
+        ["db", "huge-pages"],
+        ["keys", "list"],
+        ["db", "index"],
+    ],
+)
+def test_a_database_that_cannot_be_reached_is_one_line_not_a_traceback(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"postgresql://nobody-here@/ctxpack?host={tmp_path}"
+    assert main([*argv, "--database-url", url]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ctxpack: error: unavailable: database: "), err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert str(tmp_path) in err  # libpq's own words: where it tried
