@@ -8,8 +8,10 @@ are slow once other work has pushed them out of the caches: a context call over 
 tens of thousands of memories touches a few thousand random buffers. Measured on the
 2-core VM this project is built on (docs/context.md, "Fifteenth session"): the big-scope
 layout's p50 1.42-1.46x the small layout's with the pages reserved, against 1.47-1.54x
-without (``bench.context_speed --layouts``, eight runs each way); the bench's scope table,
-two runs each way, showed no gain. Measure on your own workload.
+without (``bench.context_speed --layouts``, eight runs each way) on a store written to over
+days; on a store seeded afresh every call was slower with them (the ratio fell only because
+the small layout slowed more), and the bench's scope table showed no gain. So nothing here
+reserves pages by itself or recommends them: it reports, and reserves when asked.
 
 ``status`` reads what the server reports (``huge_pages_status``, PostgreSQL 17 and later, and
 ``shared_memory_size_in_huge_pages``, the pages its shared memory needs). ``kernel_pool`` and
