@@ -104,8 +104,8 @@ def peer_versions() -> dict[str, str]:
 
 def server_versions(db_url: str) -> dict[str, str]:
     """PostgreSQL server version, the pgvector version available on it, its shared_buffers
-    and whether they are on huge pages (``service.store.huge_pages``: big scopes' context
-    calls are faster on them, so a reader of the figures needs to know)."""
+    and whether they are on huge pages (``service.store.huge_pages``: figures taken on them
+    and figures taken without them are not comparable, so a reader needs to know)."""
     import psycopg
 
     from service.store import huge_pages

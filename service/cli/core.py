@@ -116,16 +116,12 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
 def _huge_pages(settings: Settings, url: str, *, reserve: bool) -> int:
     """Report whether the database's shared memory is on huge pages; with ``reserve``, grow
     this machine's pool by what the embedded server lacks (store/huge_pages.py)."""
-    import psycopg
-
     from service.errors import InvalidInput
     from service.store import huge_pages
     from service.store.database import libpq_url
 
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        server = huge_pages.status(conn)
     local = settings.embedded
-    pool = huge_pages.kernel_pool() if local else None
+    server, pool = huge_pages.observe(libpq_url(url), local=local)
     print(f"shared memory on huge pages: {server.status}")
     if server.needed is not None:
         print(f"huge pages it needs: {server.needed}")

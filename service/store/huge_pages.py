@@ -126,17 +126,23 @@ def advice(server: ServerPages, pool: KernelPool | None, *, local: bool) -> str 
     )
 
 
+def observe(url: str, *, local: bool) -> tuple[ServerPages, KernelPool | None]:
+    """The server's report and, for a server on this machine (``local``: the embedded one),
+    this machine's pool; ``None`` for the pool of a server elsewhere."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        server = status(conn)
+    return server, kernel_pool() if local else None
+
+
 def log_at_start(url: str, *, local: bool) -> None:
     """One log line as ``serve`` starts: the server's huge-page status, the pages it needs and,
     when they are not in use, what to do (``advice``). A report, so a database that cannot
     answer it only costs the line."""
     try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            server = status(conn)
+        server, pool = observe(url, local=local)
     except psycopg.Error as exc:
         log.warning("postgres_huge_pages_unread", extra={"error": type(exc).__name__})
         return
-    pool = kernel_pool() if local else None
     log.info(
         "postgres_huge_pages",
         extra={
