@@ -119,6 +119,7 @@ def create_app(
             settings, database_url=database_url, embedder=embedder
         ) as resources:
             app.state.ctx = resources
+            resources.text_workers.start()
             await _load_document_lane(resources)
             async with (
                 _retention_job(app, resources),

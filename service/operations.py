@@ -128,7 +128,7 @@ async def _remember_batch(
     req: RememberBatchRequest,
 ) -> RememberBatchResponse:
     return await remember_service.remember_batch(
-        session, res.embedder, res.settings, caller, req, ctx
+        session, res.embedder, res.settings, caller, req, ctx, res.text_workers
     )
 
 

@@ -24,6 +24,9 @@ What it holds:
   this one: ``rate_limit_backend``), or None when ``rate_limit_per_minute`` is 0;
 - ``pipeline``: the write pipeline (one ``Redactor`` and one ``WriteGate``, shared by every
   write);
+- ``text_workers``: the processes that prepare a large batch's items beside the worker
+  thread (``domain/writes/text_workers.py``); the HTTP server starts them with its
+  resources, other faces at their first large batch; stopped when the resources close;
 - ``read_audit``: with ``read_audit = queued``, the read-audit queue and its writer task
   (``domain/audit/read_queue.py``), on the primary's pool; drained when the resources
   close, before the pools are disposed of. None with ``inline`` (the default);
@@ -51,6 +54,7 @@ from service.domain.audit import ReadAuditQueue
 from service.domain.caller_cache import CallerCache
 from service.domain.rate_limit import Limiter, RateLimiter, SharedRateLimiter
 from service.domain.write_pipeline import WritePipeline
+from service.domain.writes.text_workers import TextWorkers, workers_for
 from service.embedding import AsyncEmbedder, Embedder, build_embedder
 from service.errors import ServiceUnavailable
 from service.store import probes
@@ -81,6 +85,7 @@ class Resources:
     callers: CallerCache
     limiter: Limiter | None
     pipeline: WritePipeline
+    text_workers: TextWorkers
     sign_in_limiter: Limiter | None = None
     read_sessionmaker: async_sessionmaker[AsyncSession] | None = None
     read_pack_sessionmaker: async_sessionmaker[AsyncSession] | None = None
@@ -184,6 +189,7 @@ async def open_resources(
                 settings.console_sign_in_burst,
             ),
             pipeline=WritePipeline.for_settings(settings),
+            text_workers=TextWorkers(workers_for(settings)),
             read_sessionmaker=(
                 make_replica_sessionmaker(read_engine, engine) if read_engine else None
             ),
@@ -208,6 +214,7 @@ async def open_resources(
                 resources.read_audit = await stack.enter_async_context(
                     _read_audit_queue(resources).running()
                 )
+            stack.callback(resources.text_workers.close)
             yield resources
     finally:
         for each in (engine, pack_engine, read_engine, read_pack_engine):

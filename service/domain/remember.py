@@ -30,7 +30,8 @@ A key is a name, not content: it is never redacted, so a key the redactor would 
 looks like a secret or personal data) is refused (422, field ``key``).
 
 Nothing unredacted reaches the embedder, the database, the logs or the audit row. Steps 1-3
-are CPU work on text: they run in a worker thread, never on the event loop.
+are CPU work on text: they run in a worker thread, never on the event loop (a large batch's
+also in the text worker processes, domain/writes/text_workers.py).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from service.domain.writes.prepare import (
     scanned_parts,
     validate_links,
 )
+from service.domain.writes.text_workers import TextWorkers, item_prefix
 from service.embedding import AsyncEmbedder
 from service.errors import GateRejected, InvalidInput
 from service.schemas.memories import (
@@ -151,25 +153,25 @@ async def remember_batch(
     caller: Caller,
     req: RememberBatchRequest,
     ctx: AuditContext,
+    workers: TextWorkers,
 ) -> RememberBatchResponse:
     """Store up to ``max_batch_items`` memories with one model call. A gate rejection or a
     duplicate is an outcome of that item only; invalid input (422) or a namespace/project
     outside the key's reach (403) refuses the whole batch, naming the item, and stores
-    nothing."""
+    nothing. Steps 1-3 of a large batch run in shards on ``workers`` (text_workers.py)."""
     caller.require("write")
     if len(req.items) > settings.max_batch_items:
         raise InvalidInput("items", f"{len(req.items)} items; at most {settings.max_batch_items} per batch")
-    pipeline = WritePipeline.for_settings(settings)
 
-    def prepare_all() -> list[WriteItem]:
+    def check_bound() -> None:
         check_scan_bound(
-            [p for n, r in enumerate(req.items) for p in scanned_parts(r, f"items.{n}.")],
+            [p for n, r in enumerate(req.items) for p in scanned_parts(r, item_prefix(n))],
             settings.max_scanned_bytes,
             "split the batch",
         )
-        return [prepare(i, r, caller, settings, pipeline, f"items.{i}.") for i, r in enumerate(req.items)]
 
-    items = await asyncio.to_thread(prepare_all)
+    await asyncio.to_thread(check_bound)
+    items = await workers.prepare_batch(req.items, caller, settings)
     check_batch_keys(items)
     written_in = {i.request.namespace for i in items}
     ctx.namespace = next(iter(written_in)) if len(written_in) == 1 else None

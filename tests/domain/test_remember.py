@@ -110,8 +110,9 @@ async def test_a_batch_stores_each_item_and_a_rejection_is_that_items_only(
         {"namespace": "alice", "content": NEWER},
     ]})  # fmt: skip
     out = await remember_batch(
-        session, res.embedder, res.settings, caller, req, AuditContext("remember_batch", caller)  # type: ignore[arg-type]
-    )
+        session, res.embedder, res.settings, caller, req,
+        AuditContext("remember_batch", caller), res.text_workers,  # type: ignore[arg-type]
+    )  # fmt: skip
     await session.commit()
     assert [i.status for i in out.items] == ["created", "rejected", "duplicate", "created"]
     assert out.items[2].id == out.items[0].id
@@ -134,7 +135,7 @@ async def test_a_batch_beyond_its_bound_is_refused_whole(
         await remember_batch(
             session, res.embedder, res.settings, caller,
             RememberBatchRequest.model_validate({"items": items}),
-            AuditContext("remember_batch", caller),  # type: ignore[arg-type]
+            AuditContext("remember_batch", caller), res.text_workers,  # type: ignore[arg-type]
         )  # fmt: skip
     assert refused.value.details["field"] == "items"
 

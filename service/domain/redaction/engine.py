@@ -25,7 +25,7 @@ from service.domain.redaction.keys import (
     placeholder,
 )
 from service.domain.redaction.normalize import PERCENT_RE, TextView, normalised_view
-from service.domain.redaction.rules import KEYWORD_END_RE, LONG_TOKEN_RE, RULES, Taken
+from service.domain.redaction.rules import KEYWORD_END_RE, LONG_TOKEN_RE, RULES, Rule, Taken
 
 JSONValue: TypeAlias = "dict[str, JSONValue] | list[JSONValue] | str | int | float | bool | None"
 
@@ -309,11 +309,7 @@ def _scan(text: str, *, decode_base64: bool = True) -> list[tuple[int, int, str]
     present = _present_triggers(lowered, long_run)
     found: list[tuple[int, int, str]] = []
     starts: list[int] | None = None
-    for rule in RULES:
-        if rule.token_shaped and not long_run:
-            continue
-        if rule.triggers and present.isdisjoint(rule.triggers):
-            continue
+    for rule in _rules_for(frozenset(present), long_run):
         if rule.needs and not any(n in lowered for n in rule.needs):
             continue
         finder = _find_base64_secrets if rule.decodes_base64 else rule.finder
@@ -361,6 +357,34 @@ _TOKEN_TRIGGER_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
     (head, tuple(sorted(t for t in _TOKEN_TRIGGERS if t[:2] == head)))
     for head in sorted({t[:2] for t in _TOKEN_TRIGGERS})
 )
+
+
+# The rules without triggers, and each trigger's rules, by their place in the table.
+_UNTRIGGERED: tuple[int, ...] = tuple(i for i, rule in enumerate(RULES) if not rule.triggers)
+_BY_TRIGGER: dict[str, tuple[int, ...]] = {
+    t: tuple(i for i, rule in enumerate(RULES) if t in rule.triggers)
+    for t in _TRIGGERS | _TOKEN_TRIGGERS
+}
+_RULE_SETS: dict[tuple[frozenset[str], bool], tuple[Rule, ...]] = {}
+_RULE_SETS_MAX = 4096
+
+
+def _rules_for(present: frozenset[str], long_run: bool) -> tuple[Rule, ...]:
+    """The rules a text with these triggers (and a long token run or not) runs, in the
+    table's order: those without triggers and those with one present; a provider token's
+    rule only with a long run. The same as asking each rule in turn, for a few rules' cost
+    (a text's trigger sets repeat: remembered, up to ``_RULE_SETS_MAX`` of them)."""
+    key = (present, long_run)
+    rules = _RULE_SETS.get(key)
+    if rules is None:
+        chosen = set(_UNTRIGGERED).union(*(_BY_TRIGGER[t] for t in present))
+        rules = tuple(
+            RULES[i] for i in sorted(chosen) if long_run or not RULES[i].token_shaped
+        )
+        if len(_RULE_SETS) >= _RULE_SETS_MAX:
+            _RULE_SETS.clear()
+        _RULE_SETS[key] = rules
+    return rules
 
 
 def _redact_once(text: str) -> tuple[str, dict[str, int], bool]:

@@ -65,7 +65,7 @@ def check_identifiers(identifiers: Mapping[str, str | None]) -> None:
         InvalidInput: 422 naming the first field that holds a secret and its label.
     """
     for name, value in identifiers.items():
-        if not value:
+        if not value or value in _CLEAN_IDENTIFIERS:
             continue
         found = REDACTOR.redact(value).counts
         if found:
@@ -75,6 +75,16 @@ def check_identifiers(identifiers: Mapping[str, str | None]) -> None:
                 f"{name} looks like a secret ({labels}); identifiers are not redacted, "
                 "so it was refused and nothing was stored",
             )
+        if len(_CLEAN_IDENTIFIERS) >= _CLEAN_IDENTIFIERS_MAX:
+            _CLEAN_IDENTIFIERS.clear()
+        _CLEAN_IDENTIFIERS[value] = None
+
+
+# Identifiers the redactor found nothing in (a batch names its few namespaces and projects
+# hundreds of times): checked once each, up to this many, then forgotten all at once. Only
+# clean values are kept; one that holds a secret is never remembered.
+_CLEAN_IDENTIFIERS: dict[str, None] = {}
+_CLEAN_IDENTIFIERS_MAX = 4096
 
 
 def _as_json(value: Any) -> JSONValue:

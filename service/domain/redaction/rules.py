@@ -386,6 +386,9 @@ _KEYWORD_TRIGGERS = (
 )  # fmt: skip
 
 
+# The table's row type, for the engine's annotations.
+Rule = _Rule
+
 RULES: tuple[_Rule, ...] = (
     # -- Private keys: keep the BEGIN/END armour (it says what kind of key it
     #    was), replace the body. The body may be JSON-escaped (``\n``) or cut off

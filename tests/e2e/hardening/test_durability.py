@@ -61,6 +61,7 @@ async def test_write_calls_commit_synchronously(app: FastAPI, key: Key, on_citus
             caller,
             RememberBatchRequest(items=[RememberRequest(namespace="bob", content=FACT)]),
             AuditContext("remember_batch", caller),
+            state.text_workers,
         )
 
     assert await _setting_at_commit(app, remember) == "on"

@@ -1,0 +1,204 @@
+"""Write path, step 1 for a large batch: its items prepared in shards at once, one shard in
+this process's worker thread and one in each text worker process.
+
+Preparing an item (the key's rights, redaction, the gate, the hash: ``prepare``) is pure
+Python under the GIL, 0.2-0.3 ms an item in the server. A batch of 500 held one core for
+0.1-0.14 s while the other stood idle: the model runs after it, the database after the
+model. ``TextWorkers`` is a pool of spawned processes (``text_workers``: by default one less
+than the CPUs this process may use, at most 3) that take the other cores for that step. A
+batch of at least ``SHARD_MIN_ITEMS`` items is cut into contiguous shards, one per worker
+and one for this process; each runs ``prepare`` itself on the same settings, so the items
+that come back, in order, are the ones one thread makes.
+
+- **Errors stay the thread's.** A shard that raises stops at that item and says which;
+  that item (and the rest of its shard) is then prepared here, in order, after the shards
+  before it, so the batch fails with the first failing item's own error (a 422 naming its
+  field, a 403) exactly as in one thread. Only requests, settings, the caller and the
+  prepared items cross between processes, never an exception.
+- **A worker that dies** (killed, out of memory) breaks its pool: the batch's shards are
+  prepared here, a warning is logged, and a new pool starts at the next large batch (which
+  is prepared here while it warms). Any other failure of the pool's (a request it could
+  not pickle) has that shard prepared here too.
+- **Started warm.** ``start`` spawns the workers and has each import the write path (about
+  1 s, in the background); until they answer, batches are prepared here. The HTTP server
+  starts them with its resources; a CLI command or MCP over stdio at its first large
+  batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import multiprocessing
+import os
+from collections.abc import Sequence
+from concurrent.futures.process import BrokenProcessPool
+
+from service.config import Settings
+from service.domain.auth import Caller
+from service.domain.write_pipeline import WritePipeline
+from service.domain.writes.prepare import WriteItem, prepare
+from service.schemas.memories import RememberRequest
+
+log = logging.getLogger("ctxpack.writes")
+
+# Below this many items a batch is prepared in the thread alone: handing a shard to a
+# process costs about 2-3 ms (pickling both ways and waking it), a fifth of 64 items' work.
+SHARD_MIN_ITEMS = 64
+
+# Workers by default at most: the step is a tenth of a large batch's time, and each worker
+# holds the write path's modules (about 100 MB).
+MAX_DEFAULT_WORKERS = 3
+
+Shard = tuple[list[WriteItem], int | None]
+
+
+def default_workers() -> int:
+    """One less than the CPUs this process may run on, at most ``MAX_DEFAULT_WORKERS``."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(0, min(MAX_DEFAULT_WORKERS, cpus - 1))
+
+
+def workers_for(settings: Settings) -> int:
+    """The worker processes ``settings`` ask for (``text_workers``; None: the default)."""
+    return default_workers() if settings.text_workers is None else settings.text_workers
+
+
+def item_prefix(index: int) -> str:
+    """How a batch item's fields are named in an error: ``items.3.``."""
+    return f"items.{index}."
+
+
+def prepare_shard(
+    start: int, requests: Sequence[RememberRequest], caller: Caller, settings: Settings
+) -> Shard:
+    """Items ``start``, ``start + 1``, ... of a batch, prepared in order until one raises:
+    the items before it and its index (None when none raised). Runs in a worker process
+    (and in this one's thread for the first shard)."""
+    pipeline = WritePipeline.for_settings(settings)
+    out: list[WriteItem] = []
+    for n, req in enumerate(requests):
+        index = start + n
+        try:
+            out.append(prepare(index, req, caller, settings, pipeline, item_prefix(index)))
+        except Exception:  # the item is prepared again where its error can be raised
+            return out, index
+    return out, None
+
+
+def prepare_in_thread(
+    requests: Sequence[RememberRequest], caller: Caller, settings: Settings, start: int = 0
+) -> list[WriteItem]:
+    """Items ``start`` and after, prepared in order in the calling thread; raises the first
+    failing item's error."""
+    pipeline = WritePipeline.for_settings(settings)
+    return [
+        prepare(i, requests[i], caller, settings, pipeline, item_prefix(i))
+        for i in range(start, len(requests))
+    ]
+
+
+def shard_bounds(n: int, shards: int) -> list[tuple[int, int]]:
+    """``shards`` contiguous ranges covering ``0..n``, sizes differing by at most one."""
+    size, extra = divmod(n, shards)
+    out, lo = [], 0
+    for k in range(shards):
+        hi = lo + size + (1 if k < extra else 0)
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def _warm() -> int:
+    """A worker's first task: the write path is imported by then (this module's imports);
+    its pid says which worker answered."""
+    return os.getpid()
+
+
+class TextWorkers:
+    """The pool of text worker processes (see the module docstring)."""
+
+    def __init__(self, processes: int) -> None:
+        self.processes = processes
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._ready = False
+
+    @property
+    def ready(self) -> bool:
+        """True once every worker has answered its warm-up task."""
+        return self._ready
+
+    def start(self) -> None:
+        """Spawn the workers and warm them, in the background (no-op without workers, or
+        when started)."""
+        if self.processes <= 0 or self._pool is not None:
+            return
+        pool = concurrent.futures.ProcessPoolExecutor(
+            max_workers=self.processes, mp_context=multiprocessing.get_context("spawn")
+        )
+        self._pool = pool
+        warming = [pool.submit(_warm) for _ in range(self.processes)]
+
+        def warmed(_: concurrent.futures.Future[int]) -> None:
+            if self._pool is pool and all(f.done() and not f.exception() for f in warming):
+                self._ready = True
+
+        for future in warming:
+            future.add_done_callback(warmed)
+
+    def close(self) -> None:
+        """Stop the workers (queued shards are cancelled)."""
+        pool, self._pool, self._ready = self._pool, None, False
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    async def prepare_batch(
+        self, requests: Sequence[RememberRequest], caller: Caller, settings: Settings
+    ) -> list[WriteItem]:
+        """Every item of a batch prepared, in order (``items.N.`` names its fields); raises
+        the first failing item's error, as ``prepare_in_thread`` does."""
+        if len(requests) < SHARD_MIN_ITEMS or self.processes <= 0:
+            return await asyncio.to_thread(prepare_in_thread, requests, caller, settings)
+        pool = self._pool
+        if pool is None or not self._ready:
+            self.start()
+            return await asyncio.to_thread(prepare_in_thread, requests, caller, settings)
+        bounds = shard_bounds(len(requests), self.processes + 1)
+        loop = asyncio.get_running_loop()
+        remote = [
+            loop.run_in_executor(pool, prepare_shard, lo, requests[lo:hi], caller, settings)
+            for lo, hi in bounds[1:]
+        ]
+        lo, hi = bounds[0]
+        shards: list[Shard | BaseException] = [
+            await asyncio.to_thread(prepare_shard, lo, requests[lo:hi], caller, settings)
+        ]
+        shards += await asyncio.gather(*remote, return_exceptions=True)
+        out: list[WriteItem] = []
+        for (lo, hi), shard in zip(bounds, shards, strict=True):
+            if isinstance(shard, BaseException):
+                # Never prepare's own error (prepare_shard catches it): the pool failed.
+                if not isinstance(shard, Exception):
+                    raise shard
+                self._failed(pool, shard)
+                shard = ([], lo)
+            items, failed = shard
+            out += items
+            if failed is not None:
+                # Raises at ``failed`` (the item's own error); prepares the rest if not.
+                out += await asyncio.to_thread(
+                    prepare_in_thread, requests[:hi], caller, settings, failed
+                )
+        return out
+
+    def _failed(self, pool: concurrent.futures.ProcessPoolExecutor, error: Exception) -> None:
+        """A shard came back as an error of the pool's, not of ``prepare``: it is prepared
+        here. A dead worker (``BrokenProcessPool``) ends the pool; a new one starts at the
+        next large batch."""
+        log.warning("text_worker_failed", extra={"error": type(error).__name__})
+        if isinstance(error, BrokenProcessPool) and self._pool is pool:
+            self.close()

@@ -1,0 +1,208 @@
+"""A large batch prepared in shards by the text worker processes (domain/writes/text_workers.py)
+comes out as one thread prepares it: the same items in the same order, and the same first
+error when an item is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import asdict
+from typing import Any
+
+import pytest
+
+from service.config import Settings
+from service.domain.auth import Caller
+from service.domain.writes.text_workers import (
+    SHARD_MIN_ITEMS,
+    TextWorkers,
+    default_workers,
+    prepare_in_thread,
+    shard_bounds,
+    workers_for,
+)
+from service.errors import CtxpackError, InvalidInput, NamespaceAccessDenied
+from service.schemas.memories import RememberRequest
+
+TOKEN = "ghp_a1b2c3d4e5f6g7h8i9j0k1l2m3n4o5p6q7r8"
+N = 3 * SHARD_MIN_ITEMS
+
+
+def caller(*prefixes: str) -> Caller:
+    return Caller(
+        org_id=uuid.uuid4(),
+        key_id=uuid.uuid4(),
+        key_name="k",
+        scopes=frozenset({"read", "write"}),
+        namespace_prefixes=prefixes,
+    )
+
+
+def request(n: int) -> RememberRequest:
+    """Every kind of item a batch holds: plain facts, secrets in the content, the name, a tag
+    and the metadata, gate rejections (a fragment, a log), an expiry, three namespaces."""
+    shapes: list[dict[str, Any]] = [
+        {"content": f"The staging database listens on port {5400 + n}; use the pooler."},
+        {"content": f"Deploy token for CI {n} is {TOKEN}, rotate it monthly.", "tags": ["ci"]},
+        {"content": "ok"},
+        {
+            "content": "\n".join(f"2026-11-29 10:00:{s:02d} ERROR worker {n} died" for s in range(9)),
+            "type": "artifact",
+        },
+        {
+            "content": f"Decided to pin psycopg {n} because 3.3 breaks COPY with pgvector.",
+            "type": "decision",
+            "name": f"psycopg pin, see {TOKEN}",
+            "metadata": {"ticket": f"OPS-{n}", "auth": f"Bearer {TOKEN}"},
+            "ttl_seconds": 86_400,
+        },
+    ]
+    body = {"namespace": f"u{n % 3}:s{n % 2}", "type": "procedure", **shapes[n % len(shapes)]}
+    return RememberRequest.model_validate(body)
+
+
+def batch(n: int = N) -> list[RememberRequest]:
+    return [request(i) for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+async def workers() -> AsyncIterator[TextWorkers]:
+    pool = TextWorkers(1)
+    pool.start()
+    yield await until_ready(pool)
+    pool.close()
+
+
+async def until_ready(pool: TextWorkers) -> TextWorkers:
+    for _ in range(600):
+        if pool.ready:
+            return pool
+        await asyncio.sleep(0.05)
+    raise AssertionError("the text worker never answered")
+
+
+def fields(items: list[Any]) -> list[dict[str, Any]]:
+    """Each item as plain data, its expiry left out (a clock reading)."""
+    out = []
+    for item in items:
+        data = asdict(item)
+        data["request"] = item.request.model_dump()
+        data["expires_at"] = item.expires_at is not None
+        out.append(data)
+    return out
+
+
+def error_of(call: Any) -> CtxpackError:
+    with pytest.raises(CtxpackError) as raised:
+        call()
+    return raised.value
+
+
+async def test_shards_make_the_items_one_thread_makes(workers: TextWorkers) -> None:
+    settings = Settings()
+    who = caller()
+    reqs = batch()
+    threaded = prepare_in_thread(reqs, who, settings)
+    sharded = await workers.prepare_batch(reqs, who, settings)
+    assert fields(sharded) == fields(threaded)
+    assert [i.index for i in sharded] == list(range(N))
+    # The batch held what makes the comparison worth it: redactions in several fields,
+    # rejections, accepted items.
+    assert sum(bool(i.redactions) for i in sharded) >= N // 3
+    stored = [{k: v for k, v in f.items() if k != "request"} for f in fields(sharded)]
+    assert TOKEN not in repr(stored)
+    assert sum(i.rejection is not None for i in sharded) >= N // 3
+    assert sum(i.rejection is None for i in sharded) >= N // 3
+
+
+@pytest.mark.parametrize(
+    ("bad", "who"),
+    [
+        # A namespace holding a secret, in the worker's shard, then in each shard.
+        ({N - 5: {"namespace": f"u1:{TOKEN}"}}, caller()),
+        ({7: {"namespace": f"u1:{TOKEN}"}, N - 5: {"project": TOKEN}}, caller()),
+        # A key limited to u0: the first item elsewhere is refused (item 1, in shard one).
+        ({}, caller("u0")),
+        # Only the worker's shard leaves the key's reach.
+        ({N - 3: {"namespace": "elsewhere"}}, caller("u0", "u1", "u2")),
+    ],
+)
+async def test_a_refused_item_fails_the_batch_as_in_one_thread(
+    workers: TextWorkers, bad: dict[int, dict[str, str]], who: Caller
+) -> None:
+    settings = Settings()
+    reqs = batch()
+    for n, change in bad.items():
+        reqs[n] = reqs[n].model_copy(update=change)
+    expected = error_of(lambda: prepare_in_thread(reqs, who, settings))
+    with pytest.raises(CtxpackError) as raised:
+        await workers.prepare_batch(reqs, who, settings)
+    got = raised.value
+    assert type(got) is type(expected)
+    assert got.details == expected.details and str(got) == str(expected)
+    assert isinstance(got, InvalidInput | NamespaceAccessDenied)
+
+
+async def test_a_worker_that_dies_costs_the_batch_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings = Settings()
+    who = caller()
+    reqs = batch()
+    expected = fields(prepare_in_thread(reqs, who, settings))
+    pool = TextWorkers(1)
+    pool.start()
+    await until_ready(pool)
+    try:
+        pid = await asyncio.get_running_loop().run_in_executor(pool._pool, os.getpid)
+        os.kill(pid, signal.SIGKILL)
+        with caplog.at_level(logging.WARNING, logger="ctxpack.writes"):
+            got = await pool.prepare_batch(reqs, who, settings)
+        assert fields(got) == expected
+        assert "text_worker_failed" in caplog.messages
+        assert not pool.ready
+        # The next large batch starts a new pool (and is prepared here meanwhile).
+        assert fields(await pool.prepare_batch(reqs, who, settings)) == expected
+        await until_ready(pool)
+        assert fields(await pool.prepare_batch(reqs, who, settings)) == expected
+    finally:
+        pool.close()
+
+
+async def test_without_workers_or_before_they_answer_the_thread_prepares_all() -> None:
+    settings = Settings()
+    who = caller()
+    reqs = batch()
+    expected = fields(prepare_in_thread(reqs, who, settings))
+    none = TextWorkers(0)
+    assert fields(await none.prepare_batch(reqs, who, settings)) == expected
+    assert none._pool is None
+    cold = TextWorkers(1)
+    try:
+        assert fields(await cold.prepare_batch(reqs, who, settings)) == expected
+        assert cold._pool is not None  # the first large batch started the workers
+    finally:
+        cold.close()
+
+
+def test_shards_cover_the_batch_in_order() -> None:
+    for n in (0, 1, 63, 64, 65, 500):
+        for shards in (1, 2, 3, 4):
+            bounds = shard_bounds(n, shards)
+            assert len(bounds) == shards
+            assert [lo for lo, _ in bounds] == [0] + [hi for _, hi in bounds[:-1]]
+            assert bounds[-1][1] == n
+            sizes = [hi - lo for lo, hi in bounds]
+            assert max(sizes) - min(sizes) <= 1
+
+
+def test_the_default_leaves_the_server_a_cpu() -> None:
+    cpus = len(os.sched_getaffinity(0))
+    assert default_workers() == max(0, min(3, cpus - 1))
+    assert workers_for(Settings(text_workers=0)) == 0
+    assert workers_for(Settings(text_workers=2)) == 2
+    assert workers_for(Settings()) == default_workers()
