@@ -48,7 +48,7 @@ log = logging.getLogger("ctxpack.writes")
 SHARD_MIN_ITEMS = 64
 
 # Workers by default at most: the step is a tenth of a large batch's time, and each worker
-# holds the write path's modules (about 100 MB).
+# holds the write path's modules (about 85 MB).
 MAX_DEFAULT_WORKERS = 3
 
 Shard = tuple[list[WriteItem], int | None]
