@@ -169,24 +169,22 @@ class TextWorkers:
             return await asyncio.to_thread(prepare_in_thread, requests, caller, settings)
         bounds = shard_bounds(len(requests), self.processes + 1)
         loop = asyncio.get_running_loop()
-        remote = [
-            loop.run_in_executor(pool, prepare_shard, lo, requests[lo:hi], caller, settings)
-            for lo, hi in bounds[1:]
-        ]
+
+        async def remote(lo: int, hi: int) -> Shard:
+            try:
+                return await loop.run_in_executor(
+                    pool, prepare_shard, lo, requests[lo:hi], caller, settings
+                )
+            except Exception as error:  # the pool's, never prepare's (prepare_shard keeps it)
+                self._failed(pool, error)
+                return [], lo
+
+        others = [asyncio.ensure_future(remote(lo, hi)) for lo, hi in bounds[1:]]
         lo, hi = bounds[0]
-        shards: list[Shard | BaseException] = [
-            await asyncio.to_thread(prepare_shard, lo, requests[lo:hi], caller, settings)
-        ]
-        shards += await asyncio.gather(*remote, return_exceptions=True)
+        first = await asyncio.to_thread(prepare_shard, lo, requests[lo:hi], caller, settings)
+        shards = [first, *await asyncio.gather(*others)]
         out: list[WriteItem] = []
-        for (lo, hi), shard in zip(bounds, shards, strict=True):
-            if isinstance(shard, BaseException):
-                # Never prepare's own error (prepare_shard catches it): the pool failed.
-                if not isinstance(shard, Exception):
-                    raise shard
-                self._failed(pool, shard)
-                shard = ([], lo)
-            items, failed = shard
+        for (_, hi), (items, failed) in zip(bounds, shards, strict=True):
             out += items
             if failed is not None:
                 # Raises at ``failed`` (the item's own error); prepares the rest if not.
@@ -196,9 +194,10 @@ class TextWorkers:
         return out
 
     def _failed(self, pool: concurrent.futures.ProcessPoolExecutor, error: Exception) -> None:
-        """A shard came back as an error of the pool's, not of ``prepare``: it is prepared
-        here. A dead worker (``BrokenProcessPool``) ends the pool; a new one starts at the
-        next large batch."""
+        """A shard's hand-over failed (an error of the pool's, never of ``prepare``; raised at
+        submission once the pool knows a worker died, or by the shard's future before): it is
+        prepared here. A dead worker (``BrokenProcessPool``) ends the pool; a new one starts
+        at the next large batch."""
         log.warning("text_worker_failed", extra={"error": type(error).__name__})
         if isinstance(error, BrokenProcessPool) and self._pool is pool:
             self.close()

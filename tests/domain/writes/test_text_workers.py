@@ -147,9 +147,13 @@ async def test_a_refused_item_fails_the_batch_as_in_one_thread(
     assert isinstance(got, InvalidInput | NamespaceAccessDenied)
 
 
+@pytest.mark.parametrize("noticed", [False, True], ids=["at-once", "once-the-pool-knows"])
 async def test_a_worker_that_dies_costs_the_batch_nothing(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, noticed: bool
 ) -> None:
+    """Killed right before the batch, the shard's future fails; killed a while before (found
+    by hand: a 500), the pool refuses the shard at submission. Either way the batch is
+    prepared whole."""
     settings = Settings()
     who = caller()
     reqs = batch()
@@ -158,8 +162,16 @@ async def test_a_worker_that_dies_costs_the_batch_nothing(
     pool.start()
     await until_ready(pool)
     try:
-        pid = await asyncio.get_running_loop().run_in_executor(pool._pool, os.getpid)
+        executor = pool._pool
+        assert executor is not None
+        pid = await asyncio.get_running_loop().run_in_executor(executor, os.getpid)
         os.kill(pid, signal.SIGKILL)
+        if noticed:
+            for _ in range(600):
+                if executor._broken:  # type: ignore[attr-defined]
+                    break
+                await asyncio.sleep(0.05)
+            assert executor._broken  # type: ignore[attr-defined]
         with caplog.at_level(logging.WARNING, logger="ctxpack.writes"):
             got = await pool.prepare_batch(reqs, who, settings)
         assert fields(got) == expected
