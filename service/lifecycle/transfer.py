@@ -94,10 +94,11 @@ from service.domain.transfer import (
     uuid_of,
 )
 from service.domain.writes.plan import WritePlan, plan_import
-from service.domain.writes.prepare import WriteItem, prepare
+from service.domain.writes.prepare import WriteItem
 from service.errors import CtxpackError, InvalidInput
 from service.lifecycle.local import LocalResources, model_id, operator
 from service.lifecycle.progress import Progress
+from service.schemas.memories import RememberRequest
 from service.store.keys import KeyRepository
 from service.store.lifecycle import LifecycleRepository
 from service.store.memories import MemoryRepository
@@ -285,7 +286,7 @@ async def _import_memories(
     repo = LifecycleRepository(session)
     ids = [uuid_of(obj.get("id")) for _, obj in chunk]
     present = await repo.existing_ids(caller.org_id, [i for i in ids if i is not None])
-    prepared: list[tuple[dict[str, Any], uuid.UUID, WriteItem]] = []
+    wanted: list[tuple[dict[str, Any], uuid.UUID, RememberRequest]] = []
     for (number, obj), mid in zip(chunk, ids, strict=True):
         if mid is None:
             raise InvalidInput("file", f"line {number}: a memory without an id")
@@ -293,9 +294,16 @@ async def _import_memories(
             summary.existing += 1
             continue
         try:
-            req = memory_request(obj)
-            item = prepare(len(prepared), req, caller, settings, resources.pipeline, "")
+            wanted.append((obj, mid, memory_request(obj)))
         except (ValidationError, CtxpackError):
+            summary.rejected["invalid"] += 1
+    # The text work off the event loop, a chunk's lines in shards (domain/writes/text_workers.py).
+    items = await resources.text_workers.prepare_each(
+        [req for _, _, req in wanted], caller, settings
+    )
+    prepared: list[tuple[dict[str, Any], uuid.UUID, WriteItem]] = []
+    for (obj, mid, _), item in zip(wanted, items, strict=True):
+        if item is None:
             summary.rejected["invalid"] += 1
             continue
         summary.redactions += sum(item.redactions.values())  # a rejected one's too, as a batch's
@@ -303,6 +311,7 @@ async def _import_memories(
             for reason in item.rejection:
                 summary.rejected[reason.code] += 1
             continue
+        item.index = len(prepared)
         prepared.append((obj, mid, item))
     planned = await _plan(session, caller, prepared, replaced, summary)
     vectors: dict[uuid.UUID, Any] = {}

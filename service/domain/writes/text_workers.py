@@ -19,6 +19,8 @@ that come back, in order, are the ones one thread makes.
   prepared here, a warning is logged, and a new pool starts at the next large batch (which
   is prepared here while it warms). Any other failure of the pool's (a request it could
   not pickle) has that shard prepared here too.
+- **An import's lines** (``prepare_each``, from ``ctxpack import``) go the same way, each
+  on its own: a refused line is None in its place and is counted, the others are prepared.
 - **Started warm.** ``start`` spawns the workers and has each import the write path (about
   1 s, in the background); until they answer, batches are prepared here. The HTTP server
   starts them with its resources; a CLI command or MCP over stdio at its first large
@@ -35,10 +37,13 @@ import os
 from collections.abc import Sequence
 from concurrent.futures.process import BrokenProcessPool
 
+from pydantic import ValidationError
+
 from service.config import Settings
 from service.domain.auth import Caller
 from service.domain.write_pipeline import WritePipeline
 from service.domain.writes.prepare import WriteItem, prepare
+from service.errors import CtxpackError
 from service.schemas.memories import RememberRequest
 
 log = logging.getLogger("ctxpack.writes")
@@ -68,13 +73,18 @@ def workers_for(settings: Settings) -> int:
     return default_workers() if settings.text_workers is None else settings.text_workers
 
 
-def item_prefix(index: int) -> str:
-    """How a batch item's fields are named in an error: ``items.3.``."""
-    return f"items.{index}."
+def item_prefix(index: int, prefixed: bool = True) -> str:
+    """How a batch item's fields are named in an error: ``items.3.`` (``""`` unprefixed: an
+    import's line, whose errors are counted, not raised)."""
+    return f"items.{index}." if prefixed else ""
 
 
 def prepare_shard(
-    start: int, requests: Sequence[RememberRequest], caller: Caller, settings: Settings
+    start: int,
+    requests: Sequence[RememberRequest],
+    caller: Caller,
+    settings: Settings,
+    prefixed: bool = True,
 ) -> Shard:
     """Items ``start``, ``start + 1``, ... of a batch, prepared in order until one raises:
     the items before it and its index (None when none raised). Runs in a worker process
@@ -84,20 +94,26 @@ def prepare_shard(
     for n, req in enumerate(requests):
         index = start + n
         try:
-            out.append(prepare(index, req, caller, settings, pipeline, item_prefix(index)))
+            out.append(
+                prepare(index, req, caller, settings, pipeline, item_prefix(index, prefixed))
+            )
         except Exception:  # the item is prepared again where its error can be raised
             return out, index
     return out, None
 
 
 def prepare_in_thread(
-    requests: Sequence[RememberRequest], caller: Caller, settings: Settings, start: int = 0
+    requests: Sequence[RememberRequest],
+    caller: Caller,
+    settings: Settings,
+    start: int = 0,
+    prefixed: bool = True,
 ) -> list[WriteItem]:
     """Items ``start`` and after, prepared in order in the calling thread; raises the first
     failing item's error."""
     pipeline = WritePipeline.for_settings(settings)
     return [
-        prepare(i, requests[i], caller, settings, pipeline, item_prefix(i))
+        prepare(i, requests[i], caller, settings, pipeline, item_prefix(i, prefixed))
         for i in range(start, len(requests))
     ]
 
@@ -161,30 +177,8 @@ class TextWorkers:
     ) -> list[WriteItem]:
         """Every item of a batch prepared, in order (``items.N.`` names its fields); raises
         the first failing item's error, as ``prepare_in_thread`` does."""
-        if len(requests) < SHARD_MIN_ITEMS or self.processes <= 0:
-            return await asyncio.to_thread(prepare_in_thread, requests, caller, settings)
-        pool = self._pool
-        if pool is None or not self._ready:
-            self.start()
-            return await asyncio.to_thread(prepare_in_thread, requests, caller, settings)
-        bounds = shard_bounds(len(requests), self.processes + 1)
-        loop = asyncio.get_running_loop()
-
-        async def remote(lo: int, hi: int) -> Shard:
-            try:
-                return await loop.run_in_executor(
-                    pool, prepare_shard, lo, requests[lo:hi], caller, settings
-                )
-            except Exception as error:  # the pool's, never prepare's (prepare_shard keeps it)
-                self._failed(pool, error)
-                return [], lo
-
-        others = [asyncio.ensure_future(remote(lo, hi)) for lo, hi in bounds[1:]]
-        lo, hi = bounds[0]
-        first = await asyncio.to_thread(prepare_shard, lo, requests[lo:hi], caller, settings)
-        shards = [first, *await asyncio.gather(*others)]
         out: list[WriteItem] = []
-        for (_, hi), (items, failed) in zip(bounds, shards, strict=True):
+        for hi, (items, failed) in await self._shards(requests, caller, settings, True):
             out += items
             if failed is not None:
                 # Raises at ``failed`` (the item's own error); prepares the rest if not.
@@ -192,6 +186,70 @@ class TextWorkers:
                     prepare_in_thread, requests[:hi], caller, settings, failed
                 )
         return out
+
+    async def prepare_each(
+        self, requests: Sequence[RememberRequest], caller: Caller, settings: Settings
+    ) -> list[WriteItem | None]:
+        """Each item prepared, in order, or None where it was refused (invalid input, outside
+        the key's reach): an import's lines, each counted on its own. Any other error is
+        raised. Fields are named as sent (no ``items.N.``)."""
+        out: list[WriteItem | None] = []
+        for hi, (items, failed) in await self._shards(requests, caller, settings, False):
+            out += items
+            while failed is not None:
+                try:
+                    # Raises the item's own error (the shard only said where it stopped).
+                    out += await asyncio.to_thread(
+                        prepare_in_thread, requests[: failed + 1], caller, settings, failed, False
+                    )
+                except (CtxpackError, ValidationError):
+                    out.append(None)
+                items, failed = await asyncio.to_thread(
+                    prepare_shard, failed + 1, requests[failed + 1 : hi], caller, settings, False
+                )
+                out += items
+        return out
+
+    async def _shards(
+        self,
+        requests: Sequence[RememberRequest],
+        caller: Caller,
+        settings: Settings,
+        prefixed: bool,
+    ) -> list[tuple[int, Shard]]:
+        """Each shard's end and what ``prepare_shard`` made of it, in order: one shard, in
+        the thread, for a small batch or while the workers are not ready (starting them);
+        else one for the thread and one per worker, at once."""
+        pool = self._pool
+        if (
+            len(requests) < SHARD_MIN_ITEMS
+            or self.processes <= 0
+            or pool is None
+            or not self._ready
+        ):
+            if len(requests) >= SHARD_MIN_ITEMS:
+                self.start()
+            whole = await asyncio.to_thread(prepare_shard, 0, requests, caller, settings, prefixed)
+            return [(len(requests), whole)]
+        bounds = shard_bounds(len(requests), self.processes + 1)
+        loop = asyncio.get_running_loop()
+
+        async def remote(lo: int, hi: int) -> Shard:
+            try:
+                return await loop.run_in_executor(
+                    pool, prepare_shard, lo, requests[lo:hi], caller, settings, prefixed
+                )
+            except Exception as error:  # the pool's, never prepare's (prepare_shard keeps it)
+                self._failed(pool, error)
+                return [], lo
+
+        others = [asyncio.ensure_future(remote(lo, hi)) for lo, hi in bounds[1:]]
+        lo, hi = bounds[0]
+        first = await asyncio.to_thread(
+            prepare_shard, lo, requests[lo:hi], caller, settings, prefixed
+        )
+        shards = [first, *await asyncio.gather(*others)]
+        return [(hi, shard) for (_, hi), shard in zip(bounds, shards, strict=True)]
 
     def _failed(self, pool: concurrent.futures.ProcessPoolExecutor, error: Exception) -> None:
         """A shard's hand-over failed (an error of the pool's, never of ``prepare``; raised at

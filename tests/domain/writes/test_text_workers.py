@@ -50,7 +50,9 @@ def request(n: int) -> RememberRequest:
         {"content": f"Deploy token for CI {n} is {TOKEN}, rotate it monthly.", "tags": ["ci"]},
         {"content": "ok"},
         {
-            "content": "\n".join(f"2026-11-29 10:00:{s:02d} ERROR worker {n} died" for s in range(9)),
+            "content": "\n".join(
+                f"2026-11-29 10:00:{s:02d} ERROR worker {n} died" for s in range(9)
+            ),
             "type": "artifact",
         },
         {
@@ -168,10 +170,10 @@ async def test_a_worker_that_dies_costs_the_batch_nothing(
         os.kill(pid, signal.SIGKILL)
         if noticed:
             for _ in range(600):
-                if executor._broken:  # type: ignore[attr-defined]
+                if executor._broken:
                     break
                 await asyncio.sleep(0.05)
-            assert executor._broken  # type: ignore[attr-defined]
+            assert executor._broken
         with caplog.at_level(logging.WARNING, logger="ctxpack.writes"):
             got = await pool.prepare_batch(reqs, who, settings)
         assert fields(got) == expected
@@ -218,3 +220,31 @@ def test_the_default_leaves_the_server_a_cpu() -> None:
     assert workers_for(Settings(text_workers=0)) == 0
     assert workers_for(Settings(text_workers=2)) == 2
     assert workers_for(Settings()) == default_workers()
+
+
+async def test_an_import_s_lines_are_each_prepared_or_refused_alone(workers: TextWorkers) -> None:
+    """``prepare_each`` (``ctxpack import``): a refused line is None in its place, in either
+    shard, and every other line is what one thread makes of it, fields named as sent."""
+    settings = Settings()
+    who = caller("u0", "u1", "u2")
+    reqs = batch()
+    bad = {0, 5, N // 2 + 1, N - 3, N - 2}
+    for n in bad:
+        reqs[n] = reqs[n].model_copy(update={"namespace": f"u1:{TOKEN}" if n % 2 else "elsewhere"})
+    got = await workers.prepare_each(reqs, who, settings)
+    assert [n for n, item in enumerate(got) if item is None] == sorted(bad)
+    good = [n for n in range(N) if n not in bad]
+    expected = dict(
+        zip(
+            good,
+            prepare_in_thread([reqs[n] for n in good], who, settings, prefixed=False),
+            strict=True,
+        )
+    )
+    for n in good:
+        item = got[n]
+        assert item is not None and item.index == n and item.prefix == ""
+        mine, theirs = fields([item])[0], fields([expected[n]])[0]
+        assert {k: v for k, v in mine.items() if k != "index"} == {
+            k: v for k, v in theirs.items() if k != "index"
+        }
