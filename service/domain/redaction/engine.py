@@ -9,6 +9,7 @@ import binascii
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TypeAlias
 
 from service.domain.redaction.heuristics import (
@@ -365,26 +366,16 @@ _BY_TRIGGER: dict[str, tuple[int, ...]] = {
     t: tuple(i for i, rule in enumerate(RULES) if t in rule.triggers)
     for t in _TRIGGERS | _TOKEN_TRIGGERS
 }
-_RULE_SETS: dict[tuple[frozenset[str], bool], tuple[Rule, ...]] = {}
-_RULE_SETS_MAX = 4096
 
 
+@lru_cache(maxsize=4096)
 def _rules_for(present: frozenset[str], long_run: bool) -> tuple[Rule, ...]:
     """The rules a text with these triggers (and a long token run or not) runs, in the
     table's order: those without triggers and those with one present; a provider token's
     rule only with a long run. The same as asking each rule in turn, for a few rules' cost
-    (a text's trigger sets repeat: remembered, up to ``_RULE_SETS_MAX`` of them)."""
-    key = (present, long_run)
-    rules = _RULE_SETS.get(key)
-    if rules is None:
-        chosen = set(_UNTRIGGERED).union(*(_BY_TRIGGER[t] for t in present))
-        rules = tuple(
-            RULES[i] for i in sorted(chosen) if long_run or not RULES[i].token_shaped
-        )
-        if len(_RULE_SETS) >= _RULE_SETS_MAX:
-            _RULE_SETS.clear()
-        _RULE_SETS[key] = rules
-    return rules
+    (a text's trigger sets repeat: remembered)."""
+    chosen = set(_UNTRIGGERED).union(*(_BY_TRIGGER[t] for t in present))
+    return tuple(RULES[i] for i in sorted(chosen) if long_run or not RULES[i].token_shaped)
 
 
 def _redact_once(text: str) -> tuple[str, dict[str, int], bool]:

@@ -18,6 +18,7 @@ value, and nothing is written.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from service.domain.redaction.engine import REDACTOR, JSONValue, merge_counts
@@ -65,26 +66,34 @@ def check_identifiers(identifiers: Mapping[str, str | None]) -> None:
         InvalidInput: 422 naming the first field that holds a secret and its label.
     """
     for name, value in identifiers.items():
-        if not value or value in _CLEAN_IDENTIFIERS:
+        if not value:
             continue
-        found = REDACTOR.redact(value).counts
-        if found:
-            labels = ", ".join(sorted(found))
+        try:
+            _check_clean(value)
+        except _HoldsSecret as found:
             raise InvalidInput(
                 name,
-                f"{name} looks like a secret ({labels}); identifiers are not redacted, "
+                f"{name} looks like a secret ({found.labels}); identifiers are not redacted, "
                 "so it was refused and nothing was stored",
-            )
-        if len(_CLEAN_IDENTIFIERS) >= _CLEAN_IDENTIFIERS_MAX:
-            _CLEAN_IDENTIFIERS.clear()
-        _CLEAN_IDENTIFIERS[value] = None
+            ) from None
 
 
-# Identifiers the redactor found nothing in (a batch names its few namespaces and projects
-# hundreds of times): checked once each, up to this many, then forgotten all at once. Only
-# clean values are kept; one that holds a secret is never remembered.
-_CLEAN_IDENTIFIERS: dict[str, None] = {}
-_CLEAN_IDENTIFIERS_MAX = 4096
+class _HoldsSecret(Exception):
+    """An identifier in which the redactor found something: its labels, comma-separated."""
+
+    def __init__(self, labels: str) -> None:
+        super().__init__(labels)
+        self.labels = labels
+
+
+@lru_cache(maxsize=4096)
+def _check_clean(value: str) -> None:
+    """Raises ``_HoldsSecret`` when the redactor finds anything in ``value``. A batch names
+    its few namespaces and projects hundreds of times, so a clean one is checked once; a
+    call that raises is never remembered, so neither is an identifier holding a secret."""
+    found = REDACTOR.redact(value).counts
+    if found:
+        raise _HoldsSecret(", ".join(sorted(found)))
 
 
 def _as_json(value: Any) -> JSONValue:

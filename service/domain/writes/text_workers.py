@@ -141,34 +141,28 @@ class TextWorkers:
     def __init__(self, processes: int) -> None:
         self.processes = processes
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
-        self._ready = False
+        self._warming: list[concurrent.futures.Future[int]] = []
 
     @property
     def ready(self) -> bool:
-        """True once every worker has answered its warm-up task."""
-        return self._ready
+        """True once every worker of the running pool has answered its warm-up task."""
+        return self._pool is not None and all(
+            f.done() and not f.cancelled() and f.exception() is None for f in self._warming
+        )
 
     def start(self) -> None:
         """Spawn the workers and warm them, in the background (no-op without workers, or
         when started)."""
         if self.processes <= 0 or self._pool is not None:
             return
-        pool = concurrent.futures.ProcessPoolExecutor(
+        self._pool = concurrent.futures.ProcessPoolExecutor(
             max_workers=self.processes, mp_context=multiprocessing.get_context("spawn")
         )
-        self._pool = pool
-        warming = [pool.submit(_warm) for _ in range(self.processes)]
-
-        def warmed(_: concurrent.futures.Future[int]) -> None:
-            if self._pool is pool and all(f.done() and not f.exception() for f in warming):
-                self._ready = True
-
-        for future in warming:
-            future.add_done_callback(warmed)
+        self._warming = [self._pool.submit(_warm) for _ in range(self.processes)]
 
     def close(self) -> None:
         """Stop the workers (queued shards are cancelled)."""
-        pool, self._pool, self._ready = self._pool, None, False
+        pool, self._pool, self._warming = self._pool, None, []
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
@@ -221,12 +215,7 @@ class TextWorkers:
         the thread, for a small batch or while the workers are not ready (starting them);
         else one for the thread and one per worker, at once."""
         pool = self._pool
-        if (
-            len(requests) < SHARD_MIN_ITEMS
-            or self.processes <= 0
-            or pool is None
-            or not self._ready
-        ):
+        if len(requests) < SHARD_MIN_ITEMS or pool is None or not self.ready:
             if len(requests) >= SHARD_MIN_ITEMS:
                 self.start()
             whole = await asyncio.to_thread(prepare_shard, 0, requests, caller, settings, prefixed)
