@@ -15,14 +15,20 @@ that come back, in order, are the ones one thread makes.
   before it, so the batch fails with the first failing item's own error (a 422 naming its
   field, a 403) exactly as in one thread. Only requests, settings, the caller and the
   prepared items cross between processes, never an exception.
-- **A worker that dies** (killed, out of memory) breaks its pool: the batch's shards are
-  prepared here, a warning is logged, and a new pool starts at the next large batch (which
-  is prepared here while it warms). Any other failure of the pool's (a request it could
-  not pickle) has that shard prepared here too.
+- **A worker that dies** (killed, out of memory), before its first task or during one,
+  breaks its pool: the batch's shards are prepared here, a warning is logged, and a new
+  pool starts at the next large batch (which is prepared here while it warms). Any other
+  failure of the pool's (a request it could not pickle, a shard cancelled by the pool's
+  shutdown) has that shard prepared here too. A pool that cannot start (no file
+  descriptors or processes left) or that breaks ``MAX_FAILED_STARTS`` times in a row
+  without ever answering leaves every batch to the thread, with a warning.
+- **Ctrl-C is the server's.** Workers ignore SIGINT (the terminal sends it to the whole
+  process group): the server shuts down as it would without them, and closes the pool.
 - **An import's lines** (``prepare_each``, from ``ctxpack import``) go the same way, each
   on its own: a refused line is None in its place and is counted, the others are prepared.
 - **Started warm.** ``start`` spawns the workers and has each import the write path (about
-  1 s, in the background); until they answer, batches are prepared here. The HTTP server
+  1 s, in the background); until every one of them has answered, batches are prepared
+  here. The HTTP server
   starts them with its resources; a CLI command or MCP over stdio at its first large
   batch.
 """
@@ -34,8 +40,10 @@ import concurrent.futures
 import logging
 import multiprocessing
 import os
+import signal
 from collections.abc import Sequence
 from concurrent.futures.process import BrokenProcessPool
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -55,6 +63,15 @@ SHARD_MIN_ITEMS = 64
 # Workers by default at most: the step is a tenth of a large batch's time, and each worker
 # holds the write path's modules (about 85 MB).
 MAX_DEFAULT_WORKERS = 3
+
+# Pools in a row that broke before every worker answered, after which batches stay in the
+# thread: a worker that cannot start (an import that fails, a memory limit) would otherwise
+# cost a spawn at every large batch.
+MAX_FAILED_STARTS = 3
+
+# How long a worker's warm-up task waits for the others to have started (each holds one
+# warm-up task until all do, so that every worker has imported the write path).
+WARM_TIMEOUT_S = 120.0
 
 Shard = tuple[list[WriteItem], int | None]
 
@@ -129,9 +146,23 @@ def shard_bounds(n: int, shards: int) -> list[tuple[int, int]]:
     return out
 
 
+_ALL_STARTED: Any = None  # in a worker: the barrier its warm-up task waits at
+
+
+def _init_worker(started: Any) -> None:
+    """A worker's start: Ctrl-C is for the server (the terminal sends SIGINT to the whole
+    process group; a worker interrupted mid-shard would send ``KeyboardInterrupt`` back into
+    the server's event loop), and the warm-up's barrier is kept."""
+    global _ALL_STARTED
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _ALL_STARTED = started
+
+
 def _warm() -> int:
-    """A worker's first task: the write path is imported by then (this module's imports);
-    its pid says which worker answered."""
+    """A worker's first task: the write path is imported by then (this module's imports).
+    It holds the worker until every worker has one (a barrier of ``processes``), so each
+    warm-up answers from a different worker; its pid says which."""
+    _ALL_STARTED.wait(WARM_TIMEOUT_S)
     return os.getpid()
 
 
@@ -142,23 +173,52 @@ class TextWorkers:
         self.processes = processes
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._warming: list[concurrent.futures.Future[int]] = []
+        self._failed_starts = 0  # pools in a row that broke before they were ready
+        self._was_ready = False  # the running pool has been ready once
 
     @property
     def ready(self) -> bool:
         """True once every worker of the running pool has answered its warm-up task."""
-        return self._pool is not None and all(
-            f.done() and not f.cancelled() and f.exception() is None for f in self._warming
+        ok = (
+            self._pool is not None
+            and len(self._warming) == self.processes
+            and all(f.done() and not _failed(f) for f in self._warming)
         )
+        if ok:
+            self._was_ready = True
+            self._failed_starts = 0
+        return ok
+
+    @property
+    def disabled(self) -> bool:
+        """No pool will start: no workers asked for, or ``MAX_FAILED_STARTS`` in a row
+        broke before they were ready."""
+        return self.processes <= 0 or self._failed_starts >= MAX_FAILED_STARTS
 
     def start(self) -> None:
-        """Spawn the workers and warm them, in the background (no-op without workers, or
-        when started)."""
-        if self.processes <= 0 or self._pool is not None:
+        """Spawn the workers and warm them, in the background (no-op without workers, when
+        started, or when disabled). A pool that cannot start (the operating system refuses
+        a pipe or a process) is logged and counts as a failed start: batches are prepared
+        here."""
+        if self.disabled or self._pool is not None:
             return
-        self._pool = concurrent.futures.ProcessPoolExecutor(
-            max_workers=self.processes, mp_context=multiprocessing.get_context("spawn")
-        )
-        self._warming = [self._pool.submit(_warm) for _ in range(self.processes)]
+        ctx = multiprocessing.get_context("spawn")
+        pool: concurrent.futures.ProcessPoolExecutor | None = None
+        try:
+            pool = concurrent.futures.ProcessPoolExecutor(
+                max_workers=self.processes,
+                mp_context=ctx,
+                initializer=_init_worker,
+                initargs=(ctx.Barrier(self.processes),),
+            )
+            warming = [pool.submit(_warm) for _ in range(self.processes)]
+        except Exception as error:  # OSError (EMFILE, EAGAIN), a broken pool
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+            self._failed_starts += 1
+            log.warning("text_workers_unavailable", extra={"error": type(error).__name__})
+            return
+        self._pool, self._warming, self._was_ready = pool, warming, False
 
     def close(self) -> None:
         """Stop the workers (queued shards are cancelled)."""
@@ -215,6 +275,11 @@ class TextWorkers:
         the thread, for a small batch or while the workers are not ready (starting them);
         else one for the thread and one per worker, at once."""
         pool = self._pool
+        if pool is not None and not self.ready:
+            broken = next((_error_of(f) for f in self._warming if _failed(f)), None)
+            if broken is not None:  # a worker died before it answered
+                self._failed(pool, broken)
+                pool = self._pool
         if len(requests) < SHARD_MIN_ITEMS or pool is None or not self.ready:
             if len(requests) >= SHARD_MIN_ITEMS:
                 self.start()
@@ -228,6 +293,12 @@ class TextWorkers:
                 return await loop.run_in_executor(
                     pool, prepare_shard, lo, requests[lo:hi], caller, settings, prefixed
                 )
+            except asyncio.CancelledError as error:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # the request itself was cancelled
+                self._failed(pool, error)  # the pool's shutdown cancelled the shard
+                return [], lo
             except Exception as error:  # the pool's, never prepare's (prepare_shard keeps it)
                 self._failed(pool, error)
                 return [], lo
@@ -240,11 +311,34 @@ class TextWorkers:
         shards = [first, *await asyncio.gather(*others)]
         return [(hi, shard) for (_, hi), shard in zip(bounds, shards, strict=True)]
 
-    def _failed(self, pool: concurrent.futures.ProcessPoolExecutor, error: Exception) -> None:
-        """A shard's hand-over failed (an error of the pool's, never of ``prepare``; raised at
-        submission once the pool knows a worker died, or by the shard's future before): it is
-        prepared here. A dead worker (``BrokenProcessPool``) ends the pool; a new one starts
-        at the next large batch."""
+    def _failed(self, pool: concurrent.futures.ProcessPoolExecutor, error: BaseException) -> None:
+        """A shard's hand-over or a warm-up failed (an error of the pool's, never of
+        ``prepare``; raised at submission once the pool knows a worker died, or by the
+        future before): the shard is prepared here. A dead worker (``BrokenProcessPool``)
+        or a failed warm-up ends the pool; a new one starts at the next large batch, unless
+        ``MAX_FAILED_STARTS`` pools in a row broke before they were ready."""
         log.warning("text_worker_failed", extra={"error": type(error).__name__})
-        if isinstance(error, BrokenProcessPool) and self._pool is pool:
+        if self._pool is not pool:
+            return
+        warm_failed = any(_failed(f) for f in self._warming)
+        if isinstance(error, BrokenProcessPool) or warm_failed:
+            if not self._was_ready:
+                self._failed_starts += 1
+                if self.disabled:
+                    log.warning("text_workers_disabled", extra={"failed_starts": MAX_FAILED_STARTS})
             self.close()
+
+
+def _failed(future: concurrent.futures.Future[int]) -> bool:
+    """Whether a warm-up future ended without an answer (its worker died, it was cancelled,
+    or its barrier broke)."""
+    return future.done() and (future.cancelled() or future.exception() is not None)
+
+
+def _error_of(future: concurrent.futures.Future[int]) -> BaseException:
+    """What a failed warm-up future ended with."""
+    if future.cancelled():
+        return concurrent.futures.CancelledError()
+    error = future.exception()
+    assert error is not None
+    return error

@@ -5,6 +5,7 @@ error when an item is refused."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import signal
@@ -17,7 +18,9 @@ import pytest
 
 from service.config import Settings
 from service.domain.auth import Caller
+from service.domain.writes import text_workers
 from service.domain.writes.text_workers import (
+    MAX_FAILED_STARTS,
     SHARD_MIN_ITEMS,
     TextWorkers,
     default_workers,
@@ -201,6 +204,116 @@ async def test_without_workers_or_before_they_answer_the_thread_prepares_all() -
         assert cold._pool is not None  # the first large batch started the workers
     finally:
         cold.close()
+
+
+async def test_a_worker_that_dies_before_it_answers_is_replaced(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Killed while it starts (found in review: the pool was kept, never ready, and every
+    batch after it stayed in the thread until a restart, with nothing logged)."""
+    settings = Settings()
+    who = caller()
+    reqs = batch()
+    expected = fields(prepare_in_thread(reqs, who, settings))
+    pool = TextWorkers(1)
+    pool.start()
+    try:
+        executor = pool._pool
+        assert executor is not None
+        (pid,) = list(executor._processes)
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(600):
+            if executor._broken:
+                break
+            await asyncio.sleep(0.05)
+        assert executor._broken and not pool.ready
+        with caplog.at_level(logging.WARNING, logger="ctxpack.writes"):
+            assert fields(await pool.prepare_batch(reqs, who, settings)) == expected
+        assert "text_worker_failed" in caplog.messages
+        assert pool._pool is not None and pool._pool is not executor  # a new pool started
+        await until_ready(pool)
+        assert fields(await pool.prepare_batch(reqs, who, settings)) == expected
+    finally:
+        pool.close()
+
+
+def _die_at_start(started: Any) -> None:
+    """A worker that cannot start (as an import that fails would)."""
+    os._exit(3)
+
+
+async def test_workers_that_never_start_leave_batches_to_the_thread(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pool whose workers die before they answer is tried ``MAX_FAILED_STARTS`` times,
+    then never again; one the operating system refuses (no file descriptors left: found in
+    review, the batch answered 500 and the server could not start) is logged, not raised."""
+    settings = Settings()
+    who = caller()
+    reqs = batch()
+    expected = fields(prepare_in_thread(reqs, who, settings))
+    monkeypatch.setattr(text_workers, "_init_worker", _die_at_start)
+    pool = TextWorkers(1)
+    spawned: list[Any] = []
+    try:
+        with caplog.at_level(logging.WARNING, logger="ctxpack.writes"):
+            for _ in range(MAX_FAILED_STARTS + 2):
+                assert fields(await pool.prepare_batch(reqs, who, settings)) == expected
+                if pool._pool is not None and pool._pool not in spawned:
+                    spawned.append(pool._pool)
+                    for _ in range(600):
+                        if pool._pool._broken:
+                            break
+                        await asyncio.sleep(0.05)
+        assert len(spawned) == MAX_FAILED_STARTS
+        assert pool.disabled and pool._pool is None and not pool.ready
+        assert "text_workers_disabled" in caplog.messages
+    finally:
+        pool.close()
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", refused)
+    cannot = TextWorkers(2)
+    with caplog.at_level(logging.WARNING, logger="ctxpack.writes"):
+        cannot.start()  # as the server's start-up does: no error
+        assert fields(await cannot.prepare_batch(reqs, who, settings)) == expected
+    assert "text_workers_unavailable" in caplog.messages
+    assert cannot._pool is None and not cannot.ready
+
+
+async def test_ctrl_c_is_the_server_s(workers: TextWorkers) -> None:
+    """SIGINT reaches the workers too (the terminal's process group): they ignore it, so a
+    batch in flight never gets ``KeyboardInterrupt`` back into the event loop (found in
+    review) and the pool stays whole."""
+    executor = workers._pool
+    assert executor is not None
+    pid = await asyncio.get_running_loop().run_in_executor(executor, os.getpid)
+    os.kill(pid, signal.SIGINT)
+    await asyncio.sleep(0.5)
+    os.kill(pid, 0)  # still running
+    settings = Settings()
+    who = caller()
+    reqs = batch()
+    assert fields(await workers.prepare_batch(reqs, who, settings)) == fields(
+        prepare_in_thread(reqs, who, settings)
+    )
+    assert workers._pool is executor and not executor._broken and workers.ready
+
+
+async def test_ready_means_every_worker_answered() -> None:
+    """Each warm-up holds its worker until all have one, so the pool is ready only once
+    every worker has imported the write path (found in review on a loaded machine: the
+    warm-ups could all be answered by the first worker up; a quiet one spreads them anyway,
+    so this checks the property rather than replaying the race)."""
+    pool = TextWorkers(3)
+    pool.start()
+    try:
+        await until_ready(pool)
+        assert len({f.result() for f in pool._warming}) == 3
+    finally:
+        pool.close()
 
 
 def test_shards_cover_the_batch_in_order() -> None:
