@@ -90,6 +90,23 @@ async def until_ready(pool: TextWorkers) -> TextWorkers:
     raise AssertionError("the text worker never answered")
 
 
+async def until_broken(executor: concurrent.futures.ProcessPoolExecutor) -> None:
+    """Until the pool knows a worker of its died."""
+    for _ in range(600):
+        if executor._broken:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the pool never noticed its worker died")
+
+
+def a_batch() -> tuple[Settings, Caller, list[RememberRequest], list[dict[str, Any]]]:
+    """Settings, a caller, a large batch and what one thread makes of it."""
+    settings = Settings()
+    who = caller()
+    reqs = batch()
+    return settings, who, reqs, fields(prepare_in_thread(reqs, who, settings))
+
+
 def fields(items: list[Any]) -> list[dict[str, Any]]:
     """Each item as plain data, its expiry left out (a clock reading)."""
     out = []
@@ -159,10 +176,7 @@ async def test_a_worker_that_dies_costs_the_batch_nothing(
     """Killed right before the batch, the shard's future fails; killed a while before (found
     by hand: a 500), the pool refuses the shard at submission. Either way the batch is
     prepared whole."""
-    settings = Settings()
-    who = caller()
-    reqs = batch()
-    expected = fields(prepare_in_thread(reqs, who, settings))
+    settings, who, reqs, expected = a_batch()
     pool = TextWorkers(1)
     pool.start()
     await until_ready(pool)
@@ -172,11 +186,7 @@ async def test_a_worker_that_dies_costs_the_batch_nothing(
         pid = await asyncio.get_running_loop().run_in_executor(executor, os.getpid)
         os.kill(pid, signal.SIGKILL)
         if noticed:
-            for _ in range(600):
-                if executor._broken:
-                    break
-                await asyncio.sleep(0.05)
-            assert executor._broken
+            await until_broken(executor)
         with caplog.at_level(logging.WARNING, logger="ctxpack.writes"):
             got = await pool.prepare_batch(reqs, who, settings)
         assert fields(got) == expected
@@ -191,10 +201,7 @@ async def test_a_worker_that_dies_costs_the_batch_nothing(
 
 
 async def test_without_workers_or_before_they_answer_the_thread_prepares_all() -> None:
-    settings = Settings()
-    who = caller()
-    reqs = batch()
-    expected = fields(prepare_in_thread(reqs, who, settings))
+    settings, who, reqs, expected = a_batch()
     none = TextWorkers(0)
     assert fields(await none.prepare_batch(reqs, who, settings)) == expected
     assert none._pool is None
@@ -211,10 +218,7 @@ async def test_a_worker_that_dies_before_it_answers_is_replaced(
 ) -> None:
     """Killed while it starts (found in review: the pool was kept, never ready, and every
     batch after it stayed in the thread until a restart, with nothing logged)."""
-    settings = Settings()
-    who = caller()
-    reqs = batch()
-    expected = fields(prepare_in_thread(reqs, who, settings))
+    settings, who, reqs, expected = a_batch()
     pool = TextWorkers(1)
     pool.start()
     try:
@@ -222,11 +226,8 @@ async def test_a_worker_that_dies_before_it_answers_is_replaced(
         assert executor is not None
         (pid,) = list(executor._processes)
         os.kill(pid, signal.SIGKILL)
-        for _ in range(600):
-            if executor._broken:
-                break
-            await asyncio.sleep(0.05)
-        assert executor._broken and not pool.ready
+        await until_broken(executor)
+        assert not pool.ready
         with caplog.at_level(logging.WARNING, logger="ctxpack.writes"):
             assert fields(await pool.prepare_batch(reqs, who, settings)) == expected
         assert "text_worker_failed" in caplog.messages
@@ -248,10 +249,7 @@ async def test_workers_that_never_start_leave_batches_to_the_thread(
     """A pool whose workers die before they answer is tried ``MAX_FAILED_STARTS`` times,
     then never again; one the operating system refuses (no file descriptors left: found in
     review, the batch answered 500 and the server could not start) is logged, not raised."""
-    settings = Settings()
-    who = caller()
-    reqs = batch()
-    expected = fields(prepare_in_thread(reqs, who, settings))
+    settings, who, reqs, expected = a_batch()
     monkeypatch.setattr(text_workers, "_init_worker", _die_at_start)
     pool = TextWorkers(1)
     spawned: list[Any] = []
@@ -261,10 +259,7 @@ async def test_workers_that_never_start_leave_batches_to_the_thread(
                 assert fields(await pool.prepare_batch(reqs, who, settings)) == expected
                 if pool._pool is not None and pool._pool not in spawned:
                     spawned.append(pool._pool)
-                    for _ in range(600):
-                        if pool._pool._broken:
-                            break
-                        await asyncio.sleep(0.05)
+                    await until_broken(pool._pool)
         assert len(spawned) == MAX_FAILED_STARTS
         assert pool.disabled and pool._pool is None and not pool.ready
         assert "text_workers_disabled" in caplog.messages
