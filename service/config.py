@@ -190,7 +190,8 @@ class _CoreSettings(BaseSettings):
         description="Processes that prepare a large batch's items (redaction, the gate) "
         "beside the server's own worker thread: a batch of 64 items or more is cut into one "
         "shard per process plus one, prepared at once. Unset: one less than the CPUs the "
-        "server may use, at most 3 (1 on 2 cores: redaction and the gate of a 500-item batch "
+        "server may use (its affinity and its cgroup's CPU quota, as a container's --cpus), "
+        "at most 3 (1 on 2 cores: redaction and the gate of a 500-item batch "
         "took 66-96 ms against 112-140 in the thread alone); 0: every item in the server's "
         "thread. Each holds about 85 MB.",
     )

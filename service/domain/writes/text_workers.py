@@ -38,11 +38,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import math
 import multiprocessing
 import os
 import signal
 from collections.abc import Sequence
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -76,13 +78,66 @@ WARM_TIMEOUT_S = 120.0
 Shard = tuple[list[WriteItem], int | None]
 
 
-def default_workers() -> int:
-    """One less than the CPUs this process may run on, at most ``MAX_DEFAULT_WORKERS``."""
+def default_workers(
+    cgroups: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")
+) -> int:
+    """One less than the CPUs this process may run on (its affinity, and its cgroup's CPU
+    quota: a container's ``--cpus``), at most ``MAX_DEFAULT_WORKERS``."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cpus = os.cpu_count() or 1
+    quota = cgroup_cpus(cgroups, membership)
+    if quota is not None:
+        cpus = min(cpus, max(1, math.ceil(quota)))
     return max(0, min(MAX_DEFAULT_WORKERS, cpus - 1))
+
+
+def cgroup_cpus(cgroups: Path, membership: Path) -> float | None:
+    """The CPUs a cgroup quota allows this process (the tightest over its cgroups and their
+    parents: v2's ``cpu.max``, v1's ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``), or
+    None without one (or where the files cannot be read)."""
+    try:
+        lines = membership.read_text().splitlines()
+    except OSError:
+        return None
+    found: list[float] = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        controllers, path = parts[1], parts[2]
+        if controllers == "":
+            base, read = cgroups, _v2_quota
+        elif "cpu" in controllers.split(","):
+            base, read = cgroups / controllers, _v1_quota
+        else:
+            continue
+        folder = base / path.lstrip("/")
+        for here in [folder, *(d for d in folder.parents if base in (d, *d.parents))]:
+            quota = read(here)
+            if quota is not None:
+                found.append(quota)
+    return min(found, default=None)
+
+
+def _v2_quota(folder: Path) -> float | None:
+    """cgroup v2: ``cpu.max`` is ``max 100000`` (none) or ``150000 100000`` (1.5 CPUs)."""
+    try:
+        quota, period = (folder / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else float(quota) / float(period)
+    except (OSError, ValueError, ZeroDivisionError):
+        return None
+
+
+def _v1_quota(folder: Path) -> float | None:
+    """cgroup v1: ``cpu.cfs_quota_us`` (-1: none) over ``cpu.cfs_period_us``."""
+    try:
+        quota = float((folder / "cpu.cfs_quota_us").read_text())
+        period = float((folder / "cpu.cfs_period_us").read_text())
+        return None if quota < 0 else quota / period
+    except (OSError, ValueError, ZeroDivisionError):
+        return None
 
 
 def workers_for(settings: Settings) -> int:

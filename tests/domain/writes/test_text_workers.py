@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import math
 import os
 import signal
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +25,7 @@ from service.domain.writes.text_workers import (
     MAX_FAILED_STARTS,
     SHARD_MIN_ITEMS,
     TextWorkers,
+    cgroup_cpus,
     default_workers,
     prepare_in_thread,
     shard_bounds,
@@ -322,12 +325,70 @@ def test_shards_cover_the_batch_in_order() -> None:
             assert max(sizes) - min(sizes) <= 1
 
 
-def test_the_default_leaves_the_server_a_cpu() -> None:
+def test_the_default_leaves_the_server_a_cpu(tmp_path: Path) -> None:
     cpus = len(os.sched_getaffinity(0))
-    assert default_workers() == max(0, min(3, cpus - 1))
+    missing = tmp_path / "none"
+    assert default_workers(missing, missing) == max(0, min(3, cpus - 1))
     assert workers_for(Settings(text_workers=0)) == 0
     assert workers_for(Settings(text_workers=2)) == 2
     assert workers_for(Settings()) == default_workers()
+
+
+def cgroup(tmp_path: Path, membership: str, files: dict[str, str]) -> tuple[Path, Path]:
+    """A cgroup tree under ``tmp_path`` with ``files`` (relative path: content) and a
+    ``/proc/self/cgroup`` that reads ``membership``."""
+    root = tmp_path / "cgroup"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    proc = tmp_path / "proc-cgroup"
+    proc.write_text(membership)
+    return root, proc
+
+
+@pytest.mark.parametrize(
+    ("membership", "files", "cpus"),
+    [
+        # A container started with --cpus=1.5 (cgroup v2, its own namespace).
+        ("0::/\n", {"cpu.max": "150000 100000\n"}, 1.5),
+        # A systemd service with CPUQuota=100% under a slice without one.
+        (
+            "0::/system.slice/ctxpack.service\n",
+            {"cpu.max": "max 100000\n", "system.slice/ctxpack.service/cpu.max": "100000 100000"},
+            1.0,
+        ),
+        # The tightest of a cgroup and its parents.
+        (
+            "0::/a/b\n",
+            {"a/cpu.max": "50000 100000", "a/b/cpu.max": "max 100000"},
+            0.5,
+        ),
+        # cgroup v1: a quota of two periods.
+        (
+            "4:memory:/x\n3:cpu,cpuacct:/\n",
+            {"cpu,cpuacct/cpu.cfs_quota_us": "200000", "cpu,cpuacct/cpu.cfs_period_us": "100000"},
+            2.0,
+        ),
+        # No quota anywhere (v2 "max", v1 -1), or nothing readable.
+        ("0::/\n", {"cpu.max": "max 100000\n"}, None),
+        (
+            "3:cpu,cpuacct:/\n",
+            {"cpu,cpuacct/cpu.cfs_quota_us": "-1", "cpu,cpuacct/cpu.cfs_period_us": "100000"},
+            None,
+        ),
+        ("0::/\n", {}, None),
+    ],
+)
+def test_a_cgroup_s_cpu_quota_bounds_the_default(
+    tmp_path: Path, membership: str, files: dict[str, str], cpus: float | None
+) -> None:
+    """Found in review: the default read the CPUs the process may run on, so a container
+    given one CPU on a large host started three workers (about 255 MB) that shared it."""
+    root, proc = cgroup(tmp_path, membership, files)
+    assert cgroup_cpus(root, proc) == cpus
+    affinity = len(os.sched_getaffinity(0))
+    allowed = affinity if cpus is None else min(affinity, max(1, math.ceil(cpus)))
+    assert default_workers(root, proc) == max(0, min(3, allowed - 1))
 
 
 async def test_an_import_s_lines_are_each_prepared_or_refused_alone(workers: TextWorkers) -> None:
