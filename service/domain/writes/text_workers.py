@@ -229,20 +229,16 @@ class TextWorkers:
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._warming: list[concurrent.futures.Future[int]] = []
         self._failed_starts = 0  # pools in a row that broke before they were ready
-        self._was_ready = False  # the running pool has been ready once
 
     @property
     def ready(self) -> bool:
-        """True once every worker of the running pool has answered its warm-up task."""
-        ok = (
+        """True once every worker of the running pool has answered its warm-up task (and
+        still after it breaks: a warm-up's answer stays)."""
+        return (
             self._pool is not None
             and len(self._warming) == self.processes
-            and all(f.done() and not _failed(f) for f in self._warming)
+            and all(f.done() and not _warm_failed(f) for f in self._warming)
         )
-        if ok:
-            self._was_ready = True
-            self._failed_starts = 0
-        return ok
 
     @property
     def disabled(self) -> bool:
@@ -273,10 +269,13 @@ class TextWorkers:
             self._failed_starts += 1
             log.warning("text_workers_unavailable", extra={"error": type(error).__name__})
             return
-        self._pool, self._warming, self._was_ready = pool, warming, False
+        self._pool, self._warming = pool, warming
 
     def close(self) -> None:
-        """Stop the workers (queued shards are cancelled)."""
+        """Stop the workers (queued shards are cancelled). A pool that had answered starts
+        the count of failed starts again."""
+        if self.ready:
+            self._failed_starts = 0
         pool, self._pool, self._warming = self._pool, None, []
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
@@ -331,7 +330,7 @@ class TextWorkers:
         else one for the thread and one per worker, at once."""
         pool = self._pool
         if pool is not None and not self.ready:
-            broken = next((_error_of(f) for f in self._warming if _failed(f)), None)
+            broken = next((_error_of(f) for f in self._warming if _warm_failed(f)), None)
             if broken is not None:  # a worker died before it answered
                 self._failed(pool, broken)
                 pool = self._pool
@@ -375,16 +374,16 @@ class TextWorkers:
         log.warning("text_worker_failed", extra={"error": type(error).__name__})
         if self._pool is not pool:
             return
-        warm_failed = any(_failed(f) for f in self._warming)
+        warm_failed = any(_warm_failed(f) for f in self._warming)
         if isinstance(error, BrokenProcessPool) or warm_failed:
-            if not self._was_ready:
+            if not self.ready:
                 self._failed_starts += 1
                 if self.disabled:
                     log.warning("text_workers_disabled", extra={"failed_starts": MAX_FAILED_STARTS})
             self.close()
 
 
-def _failed(future: concurrent.futures.Future[int]) -> bool:
+def _warm_failed(future: concurrent.futures.Future[int]) -> bool:
     """Whether a warm-up future ended without an answer (its worker died, it was cancelled,
     or its barrier broke)."""
     return future.done() and (future.cancelled() or future.exception() is not None)

@@ -291,12 +291,8 @@ async def test_ctrl_c_is_the_server_s(workers: TextWorkers) -> None:
     os.kill(pid, signal.SIGINT)
     await asyncio.sleep(0.5)
     os.kill(pid, 0)  # still running
-    settings = Settings()
-    who = caller()
-    reqs = batch()
-    assert fields(await workers.prepare_batch(reqs, who, settings)) == fields(
-        prepare_in_thread(reqs, who, settings)
-    )
+    settings, who, reqs, expected = a_batch()
+    assert fields(await workers.prepare_batch(reqs, who, settings)) == expected
     assert workers._pool is executor and not executor._broken and workers.ready
 
 
