@@ -27,6 +27,7 @@ import numpy as np
 from sqlalchemy import (
     ColumnElement,
     Select,
+    TextClause,
     and_,
     delete,
     func,
@@ -185,6 +186,16 @@ def project_scope(key_projects: Sequence[str]) -> ColumnElement[bool]:
 # hnsw.ef_search of a near-duplicate probe through the index: the probe wants the few
 # closest memories (a duplicate is far closer than anything else), pgvector's default.
 NEAR_DUPLICATE_EF_SEARCH = 40
+NEAR_DUPLICATE_MAX_SCAN = 1000
+"""Tuples a probe's walk of a namespace's graph visits at most (``hnsw.max_scan_tuples``;
+pgvector's default 20,000 is a whole big namespace). The walk goes on past the memories of
+other types until it holds ``near_duplicate_limit`` of the probe's own; a type the namespace
+barely holds kept it going through the whole graph. A memory past the first 1,000 nearest
+is no near duplicate unless a thousand others are as close. The probe walks the graph even
+where the planner's estimates say the btree's rows of the type are few: they were stale by
+thousands of rows in a namespace written to all day (its statistics wait for 10% of the
+table to change), and the btree's sort of them took 5.5 ms a probe against 0.5 for the
+graph (docs/context.md, 'Probes that sorted the namespace')."""
 
 
 def near_order(indexed: bool, vec: str = "p.vec") -> str:
@@ -542,12 +553,18 @@ class MemoryRepository:
 
     async def _indexed(self, org_id: uuid.UUID, namespaces: set[str]) -> set[str]:
         """Those of ``namespaces`` with a vector index of their own
-        (store/namespace_indexes.py), probed through it (``near_order``); for those, this
-        transaction's statements may use the index."""
-        big = set(await indexed_namespaces(self.session, org_id, namespaces))
-        if big:
-            await use_indexes(self.session, NEAR_DUPLICATE_EF_SEARCH)
-        return big
+        (store/namespace_indexes.py), probed through it (``near_order``, ``_walk``)."""
+        return set(await indexed_namespaces(self.session, org_id, namespaces))
+
+    async def _walk(self, sql: TextClause, params: dict[str, Any]) -> Sequence[Any]:
+        """The rows of a probe through namespaces' own graphs: the transaction may use the
+        indexes, the probe walks the graph rather than sort the namespace's rows of its type
+        and stops after ``NEAR_DUPLICATE_MAX_SCAN`` tuples (``use_indexes``); sorts are
+        allowed again once it has run, for the write's later statements."""
+        await use_indexes(self.session, NEAR_DUPLICATE_EF_SEARCH, max_scan=NEAR_DUPLICATE_MAX_SCAN)
+        rows = (await self.session.execute(sql, params)).all()
+        await self.session.execute(text("SET LOCAL enable_sort TO DEFAULT"))
+        return rows
 
     async def near_duplicates(
         self,
@@ -581,7 +598,11 @@ class MemoryRepository:
                 continue
             params = probe_rows_params(org_id, group, threshold, limit, key_projects) | extra
             sql = text(build(key_projects))
-            for idx, mid, name, score in (await self.session.execute(sql, params)).all():
+            if build is near_exact_sql or build is near_joined_sql:
+                rows = (await self.session.execute(sql, params)).all()
+            else:
+                rows = await self._walk(sql, params)
+            for idx, mid, name, score in rows:
                 out.setdefault(idx, []).append((mid, name, float(score)))
         return out
 
@@ -647,7 +668,12 @@ class MemoryRepository:
             params["key_projects"] = list(key_projects)
         exact: tuple[uuid.UUID, bool] | None = None
         near: list[tuple[uuid.UUID, str, float]] = []
-        for is_exact, mid, name, score in (await self.session.execute(sql, params)).all():
+        rows = (
+            await self._walk(sql, params)
+            if indexed
+            else (await self.session.execute(sql, params)).all()
+        )
+        for is_exact, mid, name, score in rows:
             if is_exact:
                 exact = (mid, bool(score))
             else:

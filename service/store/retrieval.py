@@ -717,6 +717,7 @@ async def use_indexes(
     *,
     custom_plans: bool = True,
     rows: int = 0,
+    max_scan: int | None = None,
 ) -> list[str]:
     """For this transaction only: search HNSW at ``ef_search`` and, on pgvector >= 0.8,
     keep scanning past it while a branch asks for more rows (up to ``rows``) and past rows
@@ -740,24 +741,40 @@ async def use_indexes(
     filtering them; the indexes of a wide scope are hot, so a random read is not 4 sequential
     ones (EXPLAIN ANALYZE in docs/context.md, 'Big scopes').
 
+    ``max_scan`` (a near-duplicate probe's, ``memories.NEAR_DUPLICATE_MAX_SCAN``): the
+    statements walk the graph, never sort the namespace instead (``enable_sort`` off), and
+    an iterative scan stops after about this many tuples (``hnsw.max_scan_tuples``).
+
     With ``goal``, returns its lexemes (``lexemes``), on one node in the same round trip."""
     if _engine_option(session, "ctxpack_citus"):
-        # One round trip: three statements in one simple query (no parameters to bind).
+        # One round trip: the statements in one simple query (no parameters to bind).
+        walk = (
+            f"; SET LOCAL enable_sort = off; SET LOCAL hnsw.max_scan_tuples = {int(max_scan)}"
+            if max_scan is not None
+            else ""
+        )
         await session.execute(
             text(
                 f"SET LOCAL hnsw.ef_search = {int(ef_search)}; "
                 "SET LOCAL hnsw.iterative_scan = relaxed_order; "
-                f"SET LOCAL random_page_cost = {float(WIDE_RANDOM_PAGE_COST)}"
+                f"SET LOCAL random_page_cost = {float(WIDE_RANDOM_PAGE_COST)}" + walk
             )
         )
         return [] if goal is None else await lexemes(session, goal)
-    sql, params = index_settings(ef_search, goal, custom_plans=custom_plans, rows=rows)
+    sql, params = index_settings(
+        ef_search, goal, custom_plans=custom_plans, rows=rows, max_scan=max_scan
+    )
     row = (await session.execute(statement(sql), params)).one()
     return list(row[-1] or [])
 
 
 def index_settings(
-    ef_search: int, goal: str | None, *, custom_plans: bool, rows: int = 0
+    ef_search: int,
+    goal: str | None,
+    *,
+    custom_plans: bool,
+    rows: int = 0,
+    max_scan: int | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """``use_indexes``'s statement on one node, and its parameters: the settings for the
     transaction, and the goal's lexemes as its last column (NULL without a goal).
@@ -765,10 +782,18 @@ def index_settings(
     ``rows``: the most rows an HNSW branch returns. pgvector >= 0.8 searches at
     ``ef_search`` and its iterative scan goes on past it while the branch asks for more; an
     older one returns at most ``ef_search`` rows, so there the search is at least ``rows``
-    wide."""
+    wide. ``max_scan``: see ``use_indexes`` (pgvector >= 0.8; an older one has no iterative
+    scan to stop)."""
     terms = LEXEMES_SQL if goal is not None else "NULL::text[]"
     custom = "set_config('plan_cache_mode', 'force_custom_plan', true)," if custom_plans else ""
     iterative = "string_to_array(extversion, '.')::int[] >= '{0,8}'"
+    walk = (
+        f"""set_config('enable_sort', 'off', true),
+               CASE WHEN {iterative}
+                    THEN set_config('hnsw.max_scan_tuples', :max_scan, true) END,"""
+        if max_scan is not None
+        else ""
+    )
     sql = f"""
         SELECT set_config('hnsw.ef_search', CASE WHEN {iterative} THEN :ef ELSE :ef_rows END, true),
                {custom}
@@ -776,6 +801,7 @@ def index_settings(
                set_config('random_page_cost', :rpc, true),
                CASE WHEN {iterative}
                     THEN set_config('hnsw.iterative_scan', 'relaxed_order', true) END,
+               {walk}
                {terms}
         FROM pg_extension WHERE extname = 'vector'
         """
@@ -784,6 +810,8 @@ def index_settings(
         "ef_rows": str(max(ef_search, rows)),
         "rpc": str(WIDE_RANDOM_PAGE_COST),
     }
+    if max_scan is not None:
+        params["max_scan"] = str(max_scan)
     if goal is not None:
         params["qtext"] = goal
     return sql, params
