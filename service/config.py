@@ -275,8 +275,9 @@ class _CoreSettings(BaseSettings):
     namespace_index_interval_seconds: float = Field(
         60,
         description="Seconds between passes of the namespace index job, which builds the "
-        "indexes of namespaces above `exact_scan_max_rows` and drops those of namespaces that "
-        "fell to half of it (0 disables; `ctxpack db index` runs one pass, and "
+        "indexes of namespaces above `exact_scan_max_rows`, drops those of namespaces that "
+        "fell to half of it and caps the pending list of full-text indexes built without "
+        "the cap (0 disables; `ctxpack db index` runs one pass, and "
         "`ctxpack db index --rebuild` also rebuilds, online, the graphs an earlier release "
         "built with other parameters; docs/context.md).",
     )

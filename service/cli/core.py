@@ -98,7 +98,7 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
         )
         print(
             f"namespace indexes: {len(report.built)} built, {len(report.dropped)} dropped, "
-            f"{len(report.rebuilt)} rebuilt"
+            f"{len(report.rebuilt)} rebuilt, {len(report.tuned)} tuned"
         )
         return 0
     url = with_resources(settings, _database_url, check_schema=False)

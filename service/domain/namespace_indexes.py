@@ -33,13 +33,14 @@ async def index_namespaces(
     report = await namespace_indexes.sync(
         engine, min_rows, max_indexed=max_indexed, rebuild=rebuild
     )
-    if report.built or report.dropped or report.rebuilt:
+    if report.built or report.dropped or report.rebuilt or report.tuned:
         log.info(
             "namespace_indexes_synced",
             extra={
                 "built": list(report.built),
                 "dropped": list(report.dropped),
                 "rebuilt": list(report.rebuilt),
+                "tuned": list(report.tuned),
             },
         )
     return report

@@ -67,6 +67,14 @@ HNSW_EF_CONSTRUCTION = 32
 # The graph's build parameters as CREATE INDEX ... WITH and ALTER INDEX ... SET take them, and
 # as the catalog (pg_class.reloptions) lists them.
 GRAPH_OPTIONS = (f"m={HNSW_M}", f"ef_construction={HNSW_EF_CONSTRUCTION}")
+# The full-text index's pending list (GIN's fast update), at most this many kB: every
+# statement that reads the index scans the whole list, and Postgres' default (4 MB, about
+# 500 pages) would let a namespace written to all day cost each of its reads that scan. An
+# insert that takes the list past it moves the list into the index (a batch of 500 fills
+# about 30 pages). 134 pending pages made the task namespace's index scan of a big pack
+# take 5.0 ms instead of 0.17 (docs/context.md, 'Eighteenth session').
+GIN_PENDING_LIST_KB = 256
+TEXT_OPTIONS = (f"gin_pending_list_limit={GIN_PENDING_LIST_KB}",)
 # maintenance_work_mem of a build: a 100k-row graph (about 160 MB) is built in memory.
 BUILD_MEMORY = "512MB"
 # pg_try_advisory_lock key of the sync (any constant distinct from the others in store/).
@@ -129,12 +137,14 @@ async def indexed_namespaces(
 @dataclass(frozen=True)
 class SyncReport:
     """What one ``sync`` did: index names built, dropped and rebuilt (``rebuild``: a graph
-    built with other parameters than ``GRAPH_OPTIONS``); ``skipped`` when another process
-    held the lock."""
+    built with other parameters than ``GRAPH_OPTIONS``), full-text indexes given
+    ``TEXT_OPTIONS`` (``tuned``: built before they were the module's); ``skipped`` when
+    another process held the lock."""
 
     built: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()
     rebuilt: tuple[str, ...] = ()
+    tuned: tuple[str, ...] = ()
     skipped: bool = False
 
 
@@ -164,7 +174,7 @@ def _create_sql(kind: str) -> str:
     using = (
         f"hnsw (embedding vector_cosine_ops) WITH ({', '.join(GRAPH_OPTIONS)})"
         if kind == VECTOR
-        else "gin (tsv)"
+        else f"gin (tsv) WITH ({', '.join(TEXT_OPTIONS)})"
     )
     return (
         "SELECT format('CREATE INDEX CONCURRENTLY %I ON memories USING "
@@ -187,7 +197,7 @@ async def _drop(conn: AsyncConnection, name: str) -> None:
     )
 
 
-GRAPH_OPTIONS_SQL = text(
+INDEX_OPTIONS_SQL = text(
     """
     SELECT c.relname, coalesce(c.reloptions, CAST('{}' AS text[]))
     FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
@@ -195,8 +205,9 @@ GRAPH_OPTIONS_SQL = text(
       AND c.relname = ANY(CAST(:names AS text[]))
     """
 )
-"""The build parameters of the valid indexes among ``:names`` (none listed: pgvector's
-defaults, m 16 and ef_construction 64)."""
+"""The storage parameters of the valid indexes among ``:names`` (none listed: the defaults,
+pgvector's m 16 and ef_construction 64 for a graph, the server's gin_pending_list_limit for a
+full-text index)."""
 
 # One graph rebuilt with the module's parameters: they are set on the index, then REINDEX
 # CONCURRENTLY builds a new graph beside the old one, which answers until the new one
@@ -209,13 +220,26 @@ RESET_OPTIONS_SQL = (
 REINDEX_SQL = "SELECT format('REINDEX INDEX CONCURRENTLY %I', CAST(:name AS text))"
 
 
+async def _tune_text(conn: AsyncConnection, names: Iterable[str]) -> list[str]:
+    """Set ``TEXT_OPTIONS`` on those of the full-text indexes ``names`` built without them
+    (by an earlier release): a catalog change, no rebuild; Citus carries it to every shard."""
+    tuned: list[str] = []
+    rows = (await conn.execute(INDEX_OPTIONS_SQL, {"names": sorted(names)})).all()
+    for name, options in sorted(rows):
+        if set(TEXT_OPTIONS) <= set(options):
+            continue
+        await _ddl(conn, SET_OPTIONS_SQL, name=name, options=", ".join(TEXT_OPTIONS))
+        tuned.append(name)
+    return tuned
+
+
 async def _rebuild_stale(conn: AsyncConnection, names: Iterable[str]) -> list[str]:
     """Rebuild those of the vector indexes ``names`` whose graph was built with other
     parameters than ``GRAPH_OPTIONS`` (an index of an earlier release, built with
     ef_construction 64): inserts into the new graph are faster, its recall the same
     (docs/context.md, "The graph's build parameter")."""
     rebuilt: list[str] = []
-    rows = (await conn.execute(GRAPH_OPTIONS_SQL, {"names": sorted(names)})).all()
+    rows = (await conn.execute(INDEX_OPTIONS_SQL, {"names": sorted(names)})).all()
     for name, options in sorted(rows):
         if set(options) == set(GRAPH_OPTIONS):
             continue
@@ -258,6 +282,7 @@ async def sync(
     built: list[str] = []
     dropped: list[str] = []
     rebuilt: list[str] = []
+    tuned: list[str] = []
     async with engine.connect() as raw:
         conn = await raw.execution_options(isolation_level="AUTOCOMMIT")
         got = (
@@ -298,6 +323,9 @@ async def sync(
             for name in sorted(stale):
                 await _drop(conn, name)
                 dropped.append(name)
+            tuned = await _tune_text(
+                conn, {n for n in wanted if n.endswith(f"_{TEXT}")} - set(built)
+            )
             if rebuild:
                 graphs = {n for n in wanted if n.endswith(f"_{VECTOR}")} - set(built)
                 rebuilt = await _rebuild_stale(conn, graphs)
@@ -306,4 +334,6 @@ async def sync(
             await conn.exec_driver_sql("RESET statement_timeout")
             await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": SYNC_LOCK_KEY})
     forget_ready()
-    return SyncReport(built=tuple(built), dropped=tuple(dropped), rebuilt=tuple(rebuilt))
+    return SyncReport(
+        built=tuple(built), dropped=tuple(dropped), rebuilt=tuple(rebuilt), tuned=tuple(tuned)
+    )

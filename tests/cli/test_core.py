@@ -63,7 +63,9 @@ def test_db_index_says_what_it_built_dropped_and_rebuilt(
     built with other parameters (tests/store/test_namespace_indexes.py shows it does)."""
     assert main(["db", "index", "--rebuild", "--database-url", pg_url]) == 0
     out = capsys.readouterr().out
-    assert re.fullmatch(r"namespace indexes: \d+ built, \d+ dropped, \d+ rebuilt\n", out), out
+    assert re.fullmatch(
+        r"namespace indexes: \d+ built, \d+ dropped, \d+ rebuilt, \d+ tuned\n", out
+    ), out
 
 
 async def test_created_key_authenticates(pg_url: str, client: httpx.AsyncClient, capsys: pytest.CaptureFixture[str]) -> None:

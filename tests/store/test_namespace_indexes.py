@@ -127,8 +127,8 @@ async def test_a_build_that_failed_half_way_is_built_again(
     assert await _indexed(app, key.org_id, ["ops"]) == {"ops"}
 
 
-async def _graph_options(app: FastAPI, name: str) -> list[set[str]]:
-    """The build parameters of index ``name``: of the table's index and, on Citus, of each
+async def _index_options(app: FastAPI, name: str) -> list[set[str]]:
+    """The storage parameters of index ``name``: of the table's index and, on Citus, of each
     shard's (named ``<name>_<shard id>``)."""
     async with app.state.ctx.engine.connect() as conn:
         rows = await conn.execute(
@@ -170,12 +170,12 @@ async def test_a_graph_built_with_other_parameters_is_rebuilt_on_request(
         f'ALTER INDEX "{name}" SET (ef_construction = 64)',
         f'REINDEX INDEX CONCURRENTLY "{name}"',
     )
-    assert all(o == old for o in await _graph_options(app, name))
+    assert all(o == old for o in await _index_options(app, name))
 
     assert await namespace_indexes.sync(engine, 2, org_id=key.org_id) == (
         namespace_indexes.SyncReport()
     )
-    assert all(o == old for o in await _graph_options(app, name))
+    assert all(o == old for o in await _index_options(app, name))
 
     # A rebuild that fails half-way: the old parameters are set back.
     monkeypatch.setattr(
@@ -185,13 +185,13 @@ async def test_a_graph_built_with_other_parameters_is_rebuilt_on_request(
     )
     with pytest.raises(Exception, match="_missing"):
         await namespace_indexes.sync(engine, 2, org_id=key.org_id, rebuild=True)
-    assert all(o == old for o in await _graph_options(app, name))
+    assert all(o == old for o in await _index_options(app, name))
     monkeypatch.undo()
 
     report = await namespace_indexes.sync(engine, 2, org_id=key.org_id, rebuild=True)
     assert report.rebuilt == (name,)
     assert report.built == report.dropped == ()
-    options = await _graph_options(app, name)
+    options = await _index_options(app, name)
     assert options and all(o == current for o in options)
     namespace_indexes.forget_ready()
     assert await _indexed(app, key.org_id, ["legacy"]) == {"legacy"}
@@ -206,6 +206,35 @@ async def test_a_graph_built_with_other_parameters_is_rebuilt_on_request(
     plan = await _wide_plan(app, Scope(org_id=key.org_id, namespaces=["legacy"]))
     assert name in plan
     assert (await namespace_indexes.sync(engine, 2, org_id=key.org_id, rebuild=True)).rebuilt == ()
+
+
+async def test_a_full_text_index_keeps_its_pending_list_short(
+    app: FastAPI, key: Key, seed: Seeder
+) -> None:
+    """A namespace's GIN index is built with a pending list of at most
+    ``GIN_PENDING_LIST_KB`` (every read of the index scans the list whole), and one an
+    earlier release built with the server's default (4 MB) gets it at the next pass: a
+    catalog change, on each of its shards on Citus; a pass after that finds nothing to do."""
+    for n in range(3):
+        await seed.add(f"{GOAL}, note {n}", namespace="pending")
+    engine = app.state.ctx.engine
+    report = await namespace_indexes.sync(engine, 2, org_id=key.org_id)
+    name = index_name(key.org_id, "pending", TEXT)
+    assert name in report.built and report.tuned == ()
+    current = set(namespace_indexes.TEXT_OPTIONS)
+    assert current == {f"gin_pending_list_limit={namespace_indexes.GIN_PENDING_LIST_KB}"}
+    assert (options := await _index_options(app, name)) and all(o == current for o in options)
+    # What an earlier release built: the same index without the option.
+    await _ddl(app, f'ALTER INDEX "{name}" RESET (gin_pending_list_limit)')
+    assert all(o == set() for o in await _index_options(app, name))
+
+    report = await namespace_indexes.sync(engine, 2, org_id=key.org_id)
+    assert report.tuned == (name,)
+    assert report.built == report.dropped == report.rebuilt == ()
+    assert (options := await _index_options(app, name)) and all(o == current for o in options)
+    assert await namespace_indexes.sync(engine, 2, org_id=key.org_id) == (
+        namespace_indexes.SyncReport()
+    )
 
 
 def _plan(app: FastAPI) -> RankingPlan:
