@@ -132,12 +132,15 @@ class InterleavedPace:
         in ``write_seconds``)."""
         if not texts:
             return
+        # The model's own pace: its matrix, as a batch write takes it (embed_matrix), where
+        # the embedder has one; else its lists.
+        embed = getattr(self.embedder, "embed_matrix", self.embedder.embed_documents)
         if not self.warm:
-            self.embedder.embed_documents(list(texts[: min(8, len(texts))]))
+            embed(list(texts[: min(8, len(texts))]))
             self.warm = True
         t0 = time.perf_counter()
         for lo in range(0, len(texts), self.batch):
-            self.embedder.embed_documents(list(texts[lo : lo + self.batch]))
+            embed(list(texts[lo : lo + self.batch]))
         wall = time.perf_counter() - t0
         self.texts += len(texts)
         self.seconds += wall

@@ -47,6 +47,30 @@ def test_onnx_matches_sentence_transformers(onnx_embedder: OnnxMiniLMEmbedder) -
     assert len(single) == 384 == onnx_embedder.dims
 
 
+async def test_a_batch_s_matrix_is_its_documents_vectors(
+    onnx_embedder: OnnxMiniLMEmbedder,
+) -> None:
+    """``embed_matrix`` (what a batch write binds) is ``embed_documents`` as one float32
+    matrix, row for row, through ``AsyncEmbedder`` too; an embedder without one (the fake)
+    gets its lists read into a matrix; no texts, no rows."""
+    import numpy as np
+
+    from service.embedding import AsyncEmbedder
+    from service.embedding.fake import FakeEmbedder
+
+    matrix = onnx_embedder.embed_matrix(list(TEXTS))
+    assert matrix.dtype == np.float32 and matrix.shape == (len(TEXTS), 384)
+    assert np.array_equal(
+        matrix, np.asarray(onnx_embedder.embed_documents(list(TEXTS)), np.float32)
+    )
+    through = await AsyncEmbedder(onnx_embedder).embed_matrix(list(TEXTS))
+    assert np.array_equal(through, matrix)
+    fake = FakeEmbedder()
+    lists = await AsyncEmbedder(fake).embed_matrix(list(TEXTS))
+    assert np.array_equal(lists, np.asarray(fake.embed_documents(list(TEXTS)), np.float32))
+    assert (await AsyncEmbedder(fake).embed_matrix([])).shape == (0, 384)
+
+
 def test_default_embedder_is_onnx_and_cached(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path, embedder="minilm")
     first = build_embedder(settings)

@@ -129,10 +129,10 @@ async def embed_fresh(
     embedder: AsyncEmbedder, fresh: list[tuple[WriteItem, WritePlan]]
 ) -> VectorBatch:
     """One model call for the items to store (their plans' ``embed_text``). The vectors come
-    back as one ``VectorBatch`` (store/vectors.py), made in a worker thread, whose rows the
-    near-duplicate probe and the INSERT both bind."""
-    embedded = await embedder.embed_documents([p.embed_text or "" for _, p in fresh])
-    return await asyncio.to_thread(VectorBatch, embedded)
+    back as one ``VectorBatch`` (store/vectors.py), the model's matrix as it is
+    (``AsyncEmbedder.embed_matrix``), whose rows the near-duplicate probe and the INSERT
+    both bind."""
+    return VectorBatch(await embedder.embed_matrix([p.embed_text or "" for _, p in fresh]))
 
 
 async def probe_fresh(

@@ -44,6 +44,10 @@ class Counting:
         self.calls.append(len(texts))
         return await self.inner.embed_documents(texts)
 
+    async def embed_matrix(self, texts: list[str]) -> Any:
+        self.calls.append(len(texts))
+        return await self.inner.embed_matrix(texts)
+
 
 def items(app: FastAPI, caller: Caller, *bodies: dict[str, Any]) -> list[WriteItem]:
     settings = app.state.ctx.settings
