@@ -228,6 +228,10 @@ class TextWorkers:
         self.processes = processes
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._warming: list[concurrent.futures.Future[int]] = []
+        # The warm-up's barrier, kept past the pool's end: a worker still starting reads it
+        # from this process (a named semaphore), and one released with the pool was gone,
+        # so each such worker died with a traceback (FileNotFoundError).
+        self._started: Any = None
         self._failed_starts = 0  # pools in a row that broke before they were ready
 
     @property
@@ -256,11 +260,12 @@ class TextWorkers:
         ctx = multiprocessing.get_context("spawn")
         pool: concurrent.futures.ProcessPoolExecutor | None = None
         try:
+            self._started = ctx.Barrier(self.processes)
             pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=self.processes,
                 mp_context=ctx,
                 initializer=_init_worker,
-                initargs=(ctx.Barrier(self.processes),),
+                initargs=(self._started,),
             )
             warming = [pool.submit(_warm) for _ in range(self.processes)]
         except Exception as error:  # OSError (EMFILE, EAGAIN), a broken pool
@@ -273,11 +278,14 @@ class TextWorkers:
 
     def close(self) -> None:
         """Stop the workers (queued shards are cancelled). A pool that had answered starts
-        the count of failed starts again."""
+        the count of failed starts again. A warm-up waiting at the barrier for one that was
+        cancelled stops waiting (the barrier is aborted), so no worker outlives the pool by
+        ``WARM_TIMEOUT_S``."""
         if self.ready:
             self._failed_starts = 0
         pool, self._pool, self._warming = self._pool, None, []
         if pool is not None:
+            self._started.abort()
             pool.shutdown(wait=False, cancel_futures=True)
 
     async def prepare_batch(

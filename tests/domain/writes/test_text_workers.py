@@ -10,6 +10,7 @@ import logging
 import math
 import os
 import signal
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import asdict
@@ -413,3 +414,26 @@ async def test_an_import_s_lines_are_each_prepared_or_refused_alone(workers: Tex
         assert {k: v for k, v in mine.items() if k != "index"} == {
             k: v for k, v in theirs.items() if k != "index"
         }
+
+
+def test_a_pool_closed_while_it_starts_leaves_no_worker_failing(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A server stopped (or a test app closed) while its workers still start: the workers
+    read the warm-up's barrier from the server as they start, and it was released with the
+    pool, so each printed a traceback (``FileNotFoundError`` from its semaphore); the
+    barrier is now kept, and aborted so that no warm-up waits at it for a peer whose
+    warm-up was cancelled."""
+    pool = TextWorkers(2)
+    pool.start()
+    assert pool._pool is not None
+    pids = list(pool._pool._processes)  # type: ignore[attr-defined]
+    assert len(pids) == 2
+    pool.close()
+    # The pool's own thread reaps them: wait until they are gone.
+    deadline = time.monotonic() + 60
+    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err, err
