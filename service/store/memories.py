@@ -195,7 +195,7 @@ is no near duplicate unless a thousand others are as close. The probe walks the 
 where the planner's estimates say the btree's rows of the type are few: they were stale by
 thousands of rows in a namespace written to all day (its statistics wait for 10% of the
 table to change), and the btree's sort of them took 5.5 ms a probe against 0.5 for the
-graph (docs/context.md, 'Probes that sorted the namespace')."""
+graph (docs/context.md, 'Eighteenth session')."""
 
 
 def near_order(indexed: bool, vec: str = "p.vec") -> str:
@@ -553,14 +553,19 @@ class MemoryRepository:
 
     async def _indexed(self, org_id: uuid.UUID, namespaces: set[str]) -> set[str]:
         """Those of ``namespaces`` with a vector index of their own
-        (store/namespace_indexes.py), probed through it (``near_order``, ``_walk``)."""
+        (store/namespace_indexes.py), probed through it (``near_order``, ``_probe_rows``)."""
         return set(await indexed_namespaces(self.session, org_id, namespaces))
 
-    async def _walk(self, sql: TextClause, params: dict[str, Any]) -> Sequence[Any]:
-        """The rows of a probe through namespaces' own graphs: the transaction may use the
-        indexes, the probe walks the graph rather than sort the namespace's rows of its type
-        and stops after ``NEAR_DUPLICATE_MAX_SCAN`` tuples (``use_indexes``); sorts are
-        allowed again once it has run, for the write's later statements."""
+    async def _probe_rows(
+        self, sql: TextClause, params: dict[str, Any], *, walk: bool
+    ) -> Sequence[Any]:
+        """The rows of a probe statement. ``walk``: it reads namespaces' own graphs, so the
+        transaction may use the indexes, and the probe walks the graph rather than sort the
+        namespace's rows of its type and stops after ``NEAR_DUPLICATE_MAX_SCAN`` tuples
+        (``use_indexes``); sorts are allowed again once it has run, for the write's later
+        statements."""
+        if not walk:
+            return (await self.session.execute(sql, params)).all()
         await use_indexes(self.session, NEAR_DUPLICATE_EF_SEARCH, max_scan=NEAR_DUPLICATE_MAX_SCAN)
         rows = (await self.session.execute(sql, params)).all()
         await self.session.execute(text("SET LOCAL enable_sort TO DEFAULT"))
@@ -587,22 +592,24 @@ class MemoryRepository:
         big = await self._indexed(org_id, {p[1] for p in probes})
         exact = [p for p in probes if p[1] not in big]
         crowded = crowded_namespaces(p[1] for p in exact)
-        plans: list[tuple[Callable[[Sequence[str]], str], list[Any], dict[str, Any]]] = [
-            (near_exact_sql, [p for p in exact if p[1] not in crowded], {}),
-            (near_joined_sql, [p for p in exact if p[1] in crowded], {"crowded": sorted(crowded)}),
-            (partial(near_indexed_sql, org_id, big), [p for p in probes if p[1] in big], {}),
+        # (statement, its probes, its extra parameters, whether it walks graphs)
+        plans: list[tuple[Callable[[Sequence[str]], str], list[Any], dict[str, Any], bool]] = [
+            (near_exact_sql, [p for p in exact if p[1] not in crowded], {}, False),
+            (
+                near_joined_sql,
+                [p for p in exact if p[1] in crowded],
+                {"crowded": sorted(crowded)},
+                False,
+            ),
+            (partial(near_indexed_sql, org_id, big), [p for p in probes if p[1] in big], {}, True),
         ]
         out: dict[int, list[tuple[uuid.UUID, str, float]]] = {}
-        for build, group, extra in plans:
+        for build, group, extra, walk in plans:
             if not group:
                 continue
             params = probe_rows_params(org_id, group, threshold, limit, key_projects) | extra
             sql = text(build(key_projects))
-            if build is near_exact_sql or build is near_joined_sql:
-                rows = (await self.session.execute(sql, params)).all()
-            else:
-                rows = await self._walk(sql, params)
-            for idx, mid, name, score in rows:
+            for idx, mid, name, score in await self._probe_rows(sql, params, walk=walk):
                 out.setdefault(idx, []).append((mid, name, float(score)))
         return out
 
@@ -668,12 +675,7 @@ class MemoryRepository:
             params["key_projects"] = list(key_projects)
         exact: tuple[uuid.UUID, bool] | None = None
         near: list[tuple[uuid.UUID, str, float]] = []
-        rows = (
-            await self._walk(sql, params)
-            if indexed
-            else (await self.session.execute(sql, params)).all()
-        )
-        for is_exact, mid, name, score in rows:
+        for is_exact, mid, name, score in await self._probe_rows(sql, params, walk=indexed):
             if is_exact:
                 exact = (mid, bool(score))
             else:

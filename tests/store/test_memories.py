@@ -345,7 +345,9 @@ async def test_an_indexed_probe_walks_the_graph_whatever_the_statistics_say(
         # Written since the statistics were taken: 2,500 rows of a type the namespace had
         # none of, which the graph holds and the statistics do not.
         await repo.insert_rows(later, skip=None)
-        plan = "\n".join(r[0] for r in await repo._walk(text(f"EXPLAIN {sql}"), params))
+        plan = "\n".join(
+            r[0] for r in await repo._probe_rows(text(f"EXPLAIN {sql}"), params, walk=True)
+        )
         sorts = (await session.execute(text("SHOW enable_sort"))).scalar_one()
         found = await repo.near_duplicates(key.org_id, [probe], 0.9, 5)
         await session.rollback()
